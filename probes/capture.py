@@ -1,0 +1,133 @@
+"""``pick-backend capture DIR``: record this machine as a capture directory.
+
+The probes run against a RecordingHost; every path they read, listed or looked at is copied into
+``DIR/fs`` at its real path (links kept as relative links), and what is not a file (platform,
+environment, NVML, Vulkan loader, executables, Windows registry / macOS sysctl answers) goes into
+``DIR/capture.json``.  Replaying the capture with ``--root DIR`` gives the same Profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from probes.host import CAPTURE_FORMAT, RELEVANT_ENV, LiveHost, RecordingHost
+
+MAX_FILE = 1 << 20
+
+
+class _Writer:
+    def __init__(self, dest: str):
+        self.fs = os.path.join(dest, "fs")
+        self.done: dict[str, str] = {}  # live path -> its real path
+
+    def _out(self, path: str) -> str:
+        return os.path.join(self.fs, path.lstrip("/"))
+
+    def real(self, path: str, follow_last: bool = True) -> str:
+        """Create every link met on the way to ``path`` and return its real path."""
+        parts = [p for p in path.split("/") if p]
+        cur = "/"
+        for i, comp in enumerate(parts):
+            full = os.path.join(cur, comp)
+            last = i == len(parts) - 1
+            if full in self.done and not (last and not follow_last):
+                cur = self.done[full]
+                continue
+            if os.path.islink(full):
+                target = os.readlink(full)
+                rel = os.path.relpath(target, cur) if target.startswith("/") else target
+                self._link(full, rel)
+                if last and not follow_last:
+                    return full
+                nxt = self.real(os.path.normpath(os.path.join(cur, rel)))
+                self.done[full] = nxt
+                cur = nxt
+            else:
+                self.done[full] = full
+                cur = full
+        return cur
+
+    def _link(self, path: str, rel: str) -> None:
+        out = self._out(path)
+        if os.path.lexists(out):
+            return
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        os.symlink(rel, out)
+
+    def file(self, path: str) -> None:
+        real = self.real(path)
+        if not os.path.lexists(real):
+            return
+        out = self._out(real)
+        if os.path.isdir(real):
+            os.makedirs(out, exist_ok=True)
+            return
+        try:
+            with open(real, "rb") as f:
+                data = f.read(MAX_FILE)
+        except OSError:
+            return  # unreadable on this machine: left out, as the probe saw nothing either
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(data)
+
+    def link(self, path: str) -> None:
+        self.real(path, follow_last=False)
+
+    def directory(self, path: str) -> None:
+        real = self.real(path)
+        if not os.path.isdir(real):
+            return
+        os.makedirs(self._out(real), exist_ok=True)
+        try:
+            names = os.listdir(real)
+        except OSError:
+            return
+        for name in names:
+            child = os.path.join(real, name)
+            if os.path.islink(child):
+                self.link(child)
+            elif os.path.isdir(child):
+                os.makedirs(self._out(child), exist_ok=True)
+            elif os.path.isfile(child) and not os.path.exists(self._out(child)):
+                self.file(child)
+
+
+def write_capture(dest: str, host: LiveHost | None = None) -> dict:
+    """Probe this machine and write the capture; returns the Profile as a dict."""
+    from probes import probe
+
+    live = host or LiveHost()
+    rec = RecordingHost(live)
+    profile = probe(rec)
+    if os.path.exists(os.path.join(dest, "capture.json")) or os.path.exists(os.path.join(dest, "fs")):
+        shutil.rmtree(os.path.join(dest, "fs"), ignore_errors=True)
+    os.makedirs(dest, exist_ok=True)
+    w = _Writer(dest)
+    for p in rec.dirs:
+        w.directory(p)
+    for p in rec.links:
+        w.link(p)
+    for p in rec.files:
+        w.file(p)
+    data = {
+        "format": CAPTURE_FORMAT,
+        "platform": {"system": live.system, "machine": live.machine, "release": live.release},
+        "env": {k: live.env[k] for k in RELEVANT_ENV if k in live.env},
+        "nvml": live.nvml(),
+        "vulkan_loader": live.vulkan_loader(),
+        "executables": dict(rec.execs),
+    }
+    win, mac = live.windows(), live.macos()
+    if win:
+        data["windows"] = win
+    if mac:
+        data["macos"] = mac
+    tmp = os.path.join(dest, "capture.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, os.path.join(dest, "capture.json"))
+    return profile.to_dict()

@@ -1,0 +1,411 @@
+"""The only door to the machine.
+
+Every probe asks a :class:`Host` for files, links, environment and platform facts; it never calls
+``open``/``os``/``platform`` itself.  :class:`LiveHost` answers from this machine,
+:class:`CaptureHost` from a capture directory (``DIR/capture.json`` + ``DIR/fs/<path>``), and
+:class:`RecordingHost` wraps a live host to remember what the probes looked at, which is exactly
+what ``pick-backend capture`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+# Environment variables that change what the probes report; a capture records these and no others.
+RELEVANT_ENV = (
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HSA_OVERRIDE_GFX_VERSION",
+    "CUDA_VISIBLE_DEVICES",
+    "VK_DRIVER_FILES",
+    "VK_ICD_FILENAMES",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "XDG_DATA_HOME",
+    "XDG_DATA_DIRS",
+    "PROCESSOR_ARCHITECTURE",
+    "PROCESSOR_ARCHITEW6432",
+)
+
+EXECUTABLES = ("llama-server", "docker", "podman")
+
+CAPTURE_FORMAT = 1
+
+
+class InputError(Exception):
+    """An input file (capture, config, catalog, profile) is unreadable or invalid: exit code 5."""
+
+    exit_code = 5
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
+
+
+class Host:
+    """Interface.  Paths are absolute POSIX paths as on the probed machine."""
+
+    system = "Linux"  # platform.system()
+    machine = "x86_64"  # platform.machine()
+    release = ""  # platform.release()
+    env: dict = {}
+    is_capture = False
+    description = "this machine"
+
+    def read(self, path: str) -> str | None:
+        """Text of a file; None when it does not exist.  Raises PermissionError when it exists
+        but may not be read (a device hidden by a container's cgroup)."""
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory, sorted; [] when it does not exist or cannot be listed."""
+        raise NotImplementedError
+
+    def link_name(self, path: str) -> str | None:
+        """Last component of a symlink's target (``.../driver -> ../amdgpu`` gives ``amdgpu``);
+        None when ``path`` is not a link.  The target need not exist."""
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def nvml(self) -> dict:
+        """NVML's answers as in capture.json ``nvml``."""
+        raise NotImplementedError
+
+    def vulkan_loader(self) -> bool:
+        raise NotImplementedError
+
+    def which(self, name: str) -> str | None:
+        raise NotImplementedError
+
+    def windows(self) -> dict:
+        return {}
+
+    def macos(self) -> dict:
+        return {}
+
+
+# --------------------------------------------------------------------------------------------
+# Live
+
+
+class LiveHost(Host):
+    description = "this machine"
+
+    def __init__(self):
+        import platform
+
+        uname = platform.uname()
+        self.system = uname.system
+        self.machine = uname.machine
+        self.release = uname.release
+        self.env = dict(os.environ)
+        self._nvml = None
+
+    def read(self, path):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(1 << 20)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            return None
+        except PermissionError:
+            raise
+        except OSError:
+            # sysfs attributes can fail with EIO/ENODEV/EINVAL: treat as absent.
+            return None
+        return data.decode("utf-8", "replace")
+
+    def listdir(self, path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def link_name(self, path):
+        try:
+            return os.path.basename(os.readlink(path).rstrip("/"))
+        except OSError:
+            return None
+
+    def exists(self, path):
+        return os.path.lexists(path)
+
+    def which(self, name):
+        import shutil
+
+        return shutil.which(name)
+
+    def vulkan_loader(self):
+        import ctypes
+
+        names = {"Windows": ["vulkan-1.dll"], "Darwin": ["libvulkan.1.dylib", "libMoltenVK.dylib"]}
+        for lib in names.get(self.system, ["libvulkan.so.1"]):
+            try:
+                ctypes.CDLL(lib)
+                return True
+            except OSError:
+                continue
+        return False
+
+    def nvml(self):
+        if self._nvml is None:
+            from probes.nvml import query_live
+
+            self._nvml = query_live(self)
+        return self._nvml
+
+    def windows(self):
+        if self.system != "Windows":
+            return {}
+        from probes.windows import read_live
+
+        return read_live()
+
+    def macos(self):
+        if self.system != "Darwin":
+            return {}
+        from probes.macos import read_live
+
+        return read_live()
+
+
+# --------------------------------------------------------------------------------------------
+# Capture
+
+
+class EscapeError(Exception):
+    """A capture path that would leave the capture."""
+
+
+class CaptureHost(Host):
+    """Answers from ``DIR/capture.json`` and ``DIR/fs``.  Links inside ``fs`` are followed only
+    while they stay inside it; absolute links and ``..`` past the root are refused."""
+
+    is_capture = True
+    _MAX_LINKS = 40
+
+    def __init__(self, root):
+        self.root = os.path.abspath(str(root))
+        self.fs = os.path.join(self.root, "fs")
+        self.description = f"capture {root}"
+        path = os.path.join(self.root, "capture.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise InputError(path, "no capture.json (is this a capture directory?)") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(path, f"cannot read: {e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+        if not isinstance(data, dict):
+            raise InputError(path, "top level must be a JSON object")
+        fmt = data.get("format")
+        if fmt != CAPTURE_FORMAT:
+            raise InputError(path, f"field 'format' must be {CAPTURE_FORMAT}, found {fmt!r}")
+        plat = data.get("platform")
+        if not isinstance(plat, dict) or not isinstance(plat.get("system"), str):
+            raise InputError(path, "field 'platform' must be an object with a string 'system'")
+        for key in ("machine", "release"):
+            if key in plat and not isinstance(plat[key], str):
+                raise InputError(path, f"field 'platform.{key}' must be a string")
+        for key, kind in (("env", dict), ("nvml", dict), ("executables", dict), ("windows", dict), ("macos", dict)):
+            if key in data and not isinstance(data[key], kind):
+                raise InputError(path, f"field '{key}' must be a JSON object")
+        if "vulkan_loader" in data and not isinstance(data["vulkan_loader"], bool):
+            raise InputError(path, "field 'vulkan_loader' must be true or false")
+        self.path = path
+        self.data = data
+        self.system = plat["system"]
+        self.machine = plat.get("machine", "")
+        self.release = plat.get("release", "")
+        self.env = {str(k): str(v) for k, v in data.get("env", {}).items()}
+        self._resolved: dict[tuple, tuple] = {}
+
+    # -- path resolution -------------------------------------------------------------------
+
+    def _resolve(self, path: str, follow_last: bool = True) -> str:
+        """Map an absolute path of the captured machine to a path under ``fs``, following links
+        inside the capture.  Raises EscapeError for anything that would leave it."""
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        cur: list[str] = []
+        todo = list(reversed(parts))
+        hops = 0
+        while todo:
+            comp = todo.pop()
+            if comp == "..":
+                if not cur:
+                    raise EscapeError(path)
+                cur.pop()
+                continue
+            if comp in ("", "."):
+                continue
+            nxt = cur + [comp]
+            if not todo and not follow_last:
+                cur = nxt
+                break
+            key = tuple(nxt)
+            hit = self._resolved.get(key)
+            if hit is not None:
+                cur = list(hit)
+                continue
+            real = os.path.join(self.fs, *nxt)
+            try:
+                st = os.lstat(real)
+            except OSError:
+                cur = nxt  # does not exist: later components cannot exist either
+                self._resolved[key] = tuple(nxt)
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > self._MAX_LINKS:
+                    raise EscapeError(path)
+                target = os.readlink(real)
+                if target.startswith("/") or (len(target) > 1 and target[1] == ":"):
+                    raise EscapeError(path)
+                # resolve the target relative to the link's directory, then continue
+                sub = self._resolve_rel(cur, target, path, hops)
+                self._resolved[key] = tuple(sub)
+                cur = sub
+            else:
+                self._resolved[key] = tuple(nxt)
+                cur = nxt
+        return os.path.join(self.fs, *cur)
+
+    def _resolve_rel(self, base: list[str], target: str, orig: str, hops: int) -> list[str]:
+        joined = "/" + "/".join(base + [target])
+        # normalise .. against base; escaping is detected by _resolve
+        res = self._resolve(joined)
+        return os.path.relpath(res, self.fs).split(os.sep) if res != self.fs else []
+
+    def _real(self, path: str, follow_last: bool = True) -> str | None:
+        try:
+            return self._resolve(path, follow_last)
+        except EscapeError:
+            return None
+        except RecursionError:
+            return None
+
+    # -- Host API ----------------------------------------------------------------------------
+
+    def read(self, path):
+        real = self._real(path)
+        if real is None:
+            return None
+        try:
+            with open(real, "rb") as f:
+                data = f.read(1 << 20)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except PermissionError:
+            raise
+        except OSError:
+            return None
+        return data.decode("utf-8", "replace")
+
+    def listdir(self, path):
+        real = self._real(path)
+        if real is None:
+            return []
+        try:
+            return sorted(os.listdir(real))
+        except OSError:
+            return []
+
+    def link_name(self, path):
+        real = self._real(path, follow_last=False)
+        if real is None:
+            return None
+        try:
+            return os.path.basename(os.readlink(real).rstrip("/"))
+        except OSError:
+            return None
+
+    def exists(self, path):
+        real = self._real(path, follow_last=False)
+        return real is not None and os.path.lexists(real)
+
+    def nvml(self):
+        nv = self.data.get("nvml")
+        if nv is None:
+            return {"error": "LibraryNotFound"}
+        return nv
+
+    def vulkan_loader(self):
+        return bool(self.data.get("vulkan_loader", False))
+
+    def which(self, name):
+        exe = self.data.get("executables", {}).get(name)
+        return exe if isinstance(exe, str) and exe else None
+
+    def windows(self):
+        return self.data.get("windows", {})
+
+    def macos(self):
+        return self.data.get("macos", {})
+
+
+# --------------------------------------------------------------------------------------------
+# Recording (for `capture`)
+
+
+class RecordingHost(Host):
+    """Wraps a live host and remembers every path the probes touched."""
+
+    def __init__(self, inner: LiveHost):
+        self.inner = inner
+        self.system, self.machine, self.release = inner.system, inner.machine, inner.release
+        self.env = inner.env
+        self.files: list[str] = []
+        self.dirs: list[str] = []
+        self.links: list[str] = []
+        self.execs: dict[str, str] = {}
+
+    def read(self, path):
+        self.files.append(path)
+        return self.inner.read(path)
+
+    def listdir(self, path):
+        self.dirs.append(path)
+        return self.inner.listdir(path)
+
+    def link_name(self, path):
+        self.links.append(path)
+        return self.inner.link_name(path)
+
+    def exists(self, path):
+        self.files.append(path)
+        return self.inner.exists(path)
+
+    def nvml(self):
+        return self.inner.nvml()
+
+    def vulkan_loader(self):
+        return self.inner.vulkan_loader()
+
+    def which(self, name):
+        found = self.inner.which(name)
+        if found:
+            self.execs[name] = found
+        return found
+
+    def windows(self):
+        return self.inner.windows()
+
+    def macos(self):
+        return self.inner.macos()
+
+
+def open_host(root=None) -> Host:
+    """The host for ``--root DIR`` (a capture) or this machine."""
+    if root:
+        return CaptureHost(root)
+    return LiveHost()

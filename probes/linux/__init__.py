@@ -1,0 +1,1 @@
+"""Linux probes: one module per source, each ``probe(host, profile)``."""

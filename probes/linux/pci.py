@@ -1,0 +1,58 @@
+"""``/sys/bus/pci/devices``: read once per host, shared by the NPU, NVIDIA and Intel probes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.util import parse_hex
+
+BASE = "/sys/bus/pci/devices"
+
+
+@dataclass
+class PciDevice:
+    bus_id: str
+    vendor: str
+    device: str | None
+    revision: str | None
+    pci_class: str | None
+    driver: str | None
+
+    @property
+    def is_display(self) -> bool:
+        return bool(self.pci_class) and self.pci_class.startswith("0x03")
+
+
+def scan(host) -> list[PciDevice]:
+    cached = getattr(host, "_pci_scan", None)
+    if cached is not None:
+        return cached
+    out = []
+    for bdf in host.listdir(BASE):
+        path = f"{BASE}/{bdf}"
+        try:
+            vendor = parse_hex(host.read(f"{path}/vendor"))
+        except PermissionError:
+            continue
+        if vendor not in ("0x1002", "0x1022", "0x10de", "0x8086"):
+            continue  # no vendor we have facts for: skip the other reads
+        def rd(name):
+            try:
+                return parse_hex(host.read(f"{path}/{name}"))
+            except PermissionError:
+                return None
+        out.append(
+            PciDevice(
+                bus_id=bdf,
+                vendor=vendor,
+                device=rd("device"),
+                revision=rd("revision"),
+                pci_class=rd("class"),
+                driver=host.link_name(f"{path}/driver"),
+            )
+        )
+    try:
+        host._pci_scan = out
+    except AttributeError:
+        pass
+    return out

@@ -1,0 +1,94 @@
+"""Ask NVML (through nvidia-ml-py's ``pynvml``) on the live machine, in the shape capture.json
+records.  pynvml is imported only when an NVIDIA driver or device can be there."""
+
+from __future__ import annotations
+
+import os
+
+
+def _nvidia_possible(host) -> bool:
+    if host.system != "Linux":
+        return True
+    if os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg"):
+        return True
+    from probes.linux import pci
+
+    return any(d.vendor == "0x10de" for d in pci.scan(host))
+
+
+def query_live(host, timeout: float = 5.0) -> dict:
+    if not _nvidia_possible(host):
+        # No device, no kernel module: say whether the user-space library is there without
+        # paying for pynvml's import.
+        import ctypes
+
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1")
+        except OSError:
+            return {"error": "LibraryNotFound"}
+        return {"error": "DriverNotLoaded"}
+    import threading
+
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = _query()
+        except Exception as e:  # anything NVML throws becomes data
+            box["value"] = {"error": _error_name(e)}
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    return box.get("value", {"error": "Timeout"})
+
+
+def _error_name(e: Exception) -> str:
+    name = type(e).__name__
+    if name.startswith("NVMLError_"):
+        return name[len("NVMLError_"):]
+    if name == "NVMLError":
+        return "Unknown"
+    return name
+
+
+def _query() -> dict:
+    import pynvml as N
+
+    N.nvmlInit()
+    try:
+        out = {"driver_version": N.nvmlSystemGetDriverVersion()}
+        try:
+            out["cuda_driver_version"] = N.nvmlSystemGetCudaDriverVersion_v2()
+        except N.NVMLError:
+            pass
+        gpus = []
+        for i in range(N.nvmlDeviceGetCount()):
+            h = N.nvmlDeviceGetHandleByIndex(i)
+            g = {"name": N.nvmlDeviceGetName(h)}
+            try:
+                g["compute_capability"] = list(N.nvmlDeviceGetCudaComputeCapability(h))
+            except N.NVMLError:
+                g["compute_capability"] = None
+            try:
+                g["memory_total"] = int(N.nvmlDeviceGetMemoryInfo(h).total)
+            except N.NVMLError:
+                g["memory_total"] = None  # GB10: NotSupported
+            try:
+                g["pci_bus_id"] = N.nvmlDeviceGetPciInfo(h).busId
+                if isinstance(g["pci_bus_id"], bytes):
+                    g["pci_bus_id"] = g["pci_bus_id"].decode()
+            except N.NVMLError:
+                pass
+            try:
+                g["uuid"] = N.nvmlDeviceGetUUID(h)
+            except N.NVMLError:
+                pass
+            gpus.append(g)
+        out["gpus"] = gpus
+        return out
+    finally:
+        try:
+            N.nvmlShutdown()
+        except Exception:
+            pass

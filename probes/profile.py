@@ -1,0 +1,234 @@
+"""The Profile: everything the probes found, and the only thing that crosses to the engine.
+
+Plain dataclasses with a JSON round trip (``to_dict`` / ``from_dict``) matching the Profile JSON of
+DESIGN.md.  ``from_dict`` validates, so a saved profile from another machine (``--profile FILE``)
+fails with a message naming the field instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Distro:
+    id: str = ""
+    version: str = ""
+    like: str = ""
+
+
+@dataclass
+class OS:
+    name: str = "linux"  # linux | windows | macos | the raw platform.system() lower-cased
+    version: str = ""  # kernel release on Linux, product version on Windows/macOS
+    distro: Distro = field(default_factory=Distro)
+    wsl: bool = False
+    container: bool = False
+    build: str | None = None  # Windows build number
+    glibc: str | None = None  # Linux: the C library version, when known
+
+
+@dataclass
+class CPU:
+    arch: str = "x86_64"
+    brand: str = ""
+    cores: int | None = None
+    flags: list[str] = field(default_factory=list)
+    memory_bytes: int | None = None
+    emulated: bool = False  # the Python process runs translated (Rosetta, x64-on-ARM)
+
+
+@dataclass
+class PCI:
+    vendor: str = ""
+    device: str = ""
+    revision: str | None = None
+    bus_id: str | None = None
+
+
+@dataclass
+class AmdGpu:
+    index: int = 0
+    name: str = ""
+    pci: PCI = field(default_factory=PCI)
+    gfx: str | None = None
+    gfx_effective: str | None = None
+    integrated: bool = False
+    vram_bytes: int | None = None
+    visible: bool = True
+    source: str = "kfd"
+    driver: str | None = None
+
+
+@dataclass
+class NvidiaGpu:
+    index: int = 0
+    name: str = ""
+    sm: str | None = None
+    compute_capability: list[int] | None = None
+    memory_bytes: int | None = None
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None
+    visible: bool = True
+    source: str = "nvml"
+    pci: PCI | None = None
+
+
+@dataclass
+class Npu:
+    vendor: str = "amd"
+    pci: PCI = field(default_factory=PCI)
+    generation: str = "unknown"  # XDNA1 | XDNA2 | unknown
+    codename: str = "unknown"
+    driver_bound: bool = False
+    device_node: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class IntelGpu:
+    name: str = ""
+    pci: PCI = field(default_factory=PCI)
+    arc: bool = False
+
+
+@dataclass
+class Metal:
+    available: bool = False
+    chip: str | None = None
+    note: str | None = None
+
+
+@dataclass
+class Vulkan:
+    loader: bool = False
+    gpu_drivers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Warning_:
+    probe: str
+    message: str
+
+
+@dataclass
+class Profile:
+    os: OS = field(default_factory=OS)
+    cpu: CPU = field(default_factory=CPU)
+    amd_gpus: list[AmdGpu] = field(default_factory=list)
+    nvidia_gpus: list[NvidiaGpu] = field(default_factory=list)
+    npus: list[Npu] = field(default_factory=list)
+    metal: Metal = field(default_factory=Metal)
+    vulkan: Vulkan = field(default_factory=Vulkan)
+    executables: dict[str, str] = field(default_factory=dict)
+    warnings: list[Warning_] = field(default_factory=list)
+    intel_gpus: list[IntelGpu] = field(default_factory=list)
+    board: str | None = None  # device-tree board (Jetson, Raspberry Pi, Rockchip SoC)
+    schema_version: int = SCHEMA_VERSION
+
+    def warn(self, probe: str, message: str) -> None:
+        self.warnings.append(Warning_(probe, message))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        out = {"schema_version": d.pop("schema_version")}
+        out.update(d)
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str = "profile") -> "Profile":
+        if not isinstance(data, dict):
+            raise ProfileError(where, "", "must be a JSON object")
+        ver = data.get("schema_version")
+        if ver != SCHEMA_VERSION:
+            raise ProfileError(where, "schema_version", f"must be {SCHEMA_VERSION}, found {ver!r}")
+        return _build(cls, data, where, "")
+
+
+class ProfileError(Exception):
+    exit_code = 5
+
+    def __init__(self, where, fieldname, message):
+        self.path = where
+        self.field = fieldname
+        super().__init__(f"{where}: field '{fieldname or '<top>'}' {message}")
+
+
+# -- validation-by-construction -----------------------------------------------------------------
+
+_NESTED = {
+    "os": OS,
+    "distro": Distro,
+    "cpu": CPU,
+    "pci": PCI,
+    "metal": Metal,
+    "vulkan": Vulkan,
+}
+_LISTS = {
+    "amd_gpus": AmdGpu,
+    "nvidia_gpus": NvidiaGpu,
+    "npus": Npu,
+    "warnings": Warning_,
+    "intel_gpus": IntelGpu,
+}
+_FIELDS_CACHE: dict = {}
+
+
+def _fields(cls):
+    f = _FIELDS_CACHE.get(cls)
+    if f is None:
+        f = _FIELDS_CACHE[cls] = {x.name: x for x in fields(cls)}
+    return f
+
+
+def _check_scalar(value, typ: str, where, path):
+    ok = {
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+    }
+    for alt in typ.replace(" ", "").split("|"):
+        if alt == "None" and value is None:
+            return value
+        if alt in ok and ok[alt]:
+            return value
+        if alt == "list[str]" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        if alt == "list[int]" and isinstance(value, list) and all(isinstance(v, int) for v in value):
+            return value
+        if alt == "dict[str,str]" and isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return value
+    raise ProfileError(where, path, f"must be {typ}, found {type(value).__name__}")
+
+
+def _build(cls, data, where, prefix):
+    if not isinstance(data, dict):
+        raise ProfileError(where, prefix, "must be a JSON object")
+    kwargs = {}
+    known = _fields(cls)
+    for name, f in known.items():
+        if name not in data:
+            continue
+        value = data[name]
+        path = f"{prefix}.{name}" if prefix else name
+        if name in _LISTS and cls in (Profile,):
+            if not isinstance(value, list):
+                raise ProfileError(where, path, "must be a list")
+            kwargs[name] = [_build(_LISTS[name], v, where, f"{path}[{i}]") for i, v in enumerate(value)]
+        elif name in _NESTED and isinstance(f.type, str) and not f.type.startswith(("str", "int", "bool")):
+            if value is None and "None" in f.type:
+                kwargs[name] = None
+            else:
+                kwargs[name] = _build(_NESTED[name], value, where, path)
+        elif name == "schema_version":
+            kwargs[name] = value
+        else:
+            kwargs[name] = _check_scalar(value, f.type, where, path)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field (warnings[].probe) is missing
+        raise ProfileError(where, prefix, f"is incomplete: {e}") from None

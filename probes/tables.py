@@ -1,0 +1,102 @@
+"""Loaded once: the fact tables in ``probes/tables/*.json`` (each file cites its sources)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+
+_DIR = os.path.join(os.path.dirname(__file__), "tables")
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> dict:
+    with open(os.path.join(_DIR, name + ".json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def gfx_name(version: int) -> str:
+    """KFD gfx_target_version -> target name: decimal major, one hex digit each for minor and
+    stepping (90010 -> gfx90a, 110501 -> gfx1151)."""
+    return "gfx%d%x%x" % (version // 10000, (version // 100) % 100, version % 100)
+
+
+def gfx_from_gc(gc: str) -> str | None:
+    """GC IP version from ip_discovery ("11.0.3") -> gfx target through the kernel's map."""
+    v = load("amd_gfx")["gc_to_gfx_target_version"].get(gc)
+    return gfx_name(v) if v else None
+
+
+def gc_is_apu(gc: str) -> bool:
+    return gc in load("amd_gfx")["apu_gc_versions"]
+
+
+def gfx_is_apu(gfx: str) -> bool:
+    return gfx in load("amd_gfx")["apu_targets"]
+
+
+@lru_cache(maxsize=None)
+def _amd_pci_index() -> dict:
+    return {row["device"]: row for row in load("amd_pci")["devices"]}
+
+
+def amd_pci(device: str) -> dict | None:
+    """Row for an AMD GPU PCI device id ("744c" or "0x744c")."""
+    return _amd_pci_index().get(_hex4(device))
+
+
+def npu(device: str, revision: str | None) -> dict | None:
+    dev, rev = _hex4(device), _hex2(revision)
+    fallback = None
+    for row in load("amd_npu")["devices"]:
+        if row["device"] != dev:
+            continue
+        if row["revision"] == rev:
+            return row
+        if row["revision"] is None:
+            fallback = row
+    return fallback
+
+
+@lru_cache(maxsize=None)
+def _cc_patterns():
+    out = []
+    for row in load("nvidia")["compute_capability_by_name"]:
+        for token in row["match"]:
+            out.append((re.compile(r"(?<![A-Za-z0-9])" + re.escape(token) + r"(?![A-Za-z0-9])", re.I), tuple(row["cc"])))
+    return out
+
+
+def nvidia_cc_from_name(name: str) -> tuple[int, int] | None:
+    for pattern, cc in _cc_patterns():
+        if pattern.search(name):
+            return cc
+    return None
+
+
+def nvidia_pci_name(device: str) -> str | None:
+    return load("nvidia")["pci_names"].get(_hex4(device))
+
+
+def jetson_board(compatible: list[str]) -> dict | None:
+    for row in load("nvidia")["jetson"]:
+        if row["compatible"] in compatible:
+            return row
+    return None
+
+
+def _hex4(value) -> str:
+    s = str(value or "").strip().lower()
+    if s.startswith("0x"):
+        s = s[2:]
+    return s.zfill(4)
+
+
+def _hex2(value) -> str | None:
+    if value is None:
+        return None
+    s = str(value).strip().lower()
+    if s.startswith("0x"):
+        s = s[2:]
+    return s.zfill(2)

@@ -1,0 +1,1 @@
+"""Decisions: catalogs, the rule engine, settings, install, rendering and the CLI."""

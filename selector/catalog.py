@@ -1,0 +1,226 @@
+"""Catalogs: support matrices as data.  ``load(name_or_path)`` reads and validates a catalog file
+into typed rows; a malformed file raises InputError (exit 5) naming the file and the entry.
+
+A catalog names recipes; each recipe has support rows in preference order (most preferred first).
+A row: backend, tier, format, OS list, and device entries ``{device_type: [family tokens]}``
+(an empty list matches any device of that type).  Gates and exclusions are data too.
+See docs/catalogs.md for the format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from probes.host import InputError
+
+CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
+BUILTIN = ("lemonade", "localai")
+DEVICE_TYPES = ("cpu", "amd_gpu", "nvidia_gpu", "amd_npu", "metal", "intel_gpu")
+ACCELERATORS = ("amd_gpu", "nvidia_gpu", "amd_npu", "metal", "intel_gpu")
+OSES = ("linux", "windows", "macos")
+TIERS = ("core", "experimental", "guest")
+FORMATS = ("native", "container", "python")
+
+
+@dataclass(frozen=True)
+class Row:
+    backend: str
+    tier: str
+    format: str
+    os: tuple[str, ...]
+    devices: tuple[tuple[str, tuple[str, ...]], ...]  # ((type, families), ...) in catalog order
+    requires: dict = field(default_factory=dict, compare=False, hash=False)  # extra gates (schema extensions)
+    note: str | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)  # catalog-specific fields
+
+
+@dataclass(frozen=True)
+class Gate:
+    recipe: str
+    backend: str
+    family: str
+    os: tuple[str, ...]
+    channels: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    backend: str
+    device_type: str
+    families: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class Recipe:
+    name: str
+    display_name: str
+    selectable_backend: bool
+    uses_ctx_size: bool
+    rocm_channels: tuple[str, ...]
+    options: list[dict]
+    rows: list[Row]
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def backends(self) -> list[str]:
+        """Backend names in preference order (a backend with several rows appears once)."""
+        seen: list[str] = []
+        for r in self.rows:
+            if r.backend not in seen:
+                seen.append(r.backend)
+        return seen
+
+    @property
+    def backend_flag(self) -> str | None:
+        for opt in self.options:
+            if opt.get("type") == "BACKEND" and opt.get("flag"):
+                return opt["flag"]
+        return None
+
+
+@dataclass
+class Catalog:
+    name: str
+    title: str
+    source: str
+    path: str
+    recipes: dict[str, Recipe]
+    gates: list[Gate]
+    exclusions: list[Exclusion]
+    extra: dict = field(default_factory=dict)
+
+    def gates_for(self, recipe: str, backend: str) -> dict[str, Gate]:
+        return {g.family: g for g in self.gates if g.recipe == recipe and g.backend == backend}
+
+    def exclusions_for(self, backend: str, device_type: str) -> list[Exclusion]:
+        return [e for e in self.exclusions if e.backend == backend and e.device_type == device_type]
+
+
+def resolve_path(name_or_path: str) -> str:
+    if name_or_path in BUILTIN or (os.sep not in name_or_path and not name_or_path.endswith(".json")):
+        return os.path.join(CATALOG_DIR, f"{name_or_path}.json")
+    return name_or_path
+
+
+def load(name_or_path: str = "lemonade") -> Catalog:
+    return _load(os.path.abspath(resolve_path(name_or_path)))
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> Catalog:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError(path, "catalog file not found (built-in catalogs: " + ", ".join(BUILTIN) + ")") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    return parse(data, path)
+
+
+def _need(cond, path, where, message):
+    if not cond:
+        raise InputError(path, f"{where}: {message}")
+
+
+def _strs(value, path, where, allowed=None, empty_ok=True):
+    _need(isinstance(value, list) and all(isinstance(v, str) for v in value), path, where, "must be a list of strings")
+    _need(empty_ok or value, path, where, "must not be empty")
+    if allowed:
+        bad = [v for v in value if v not in allowed]
+        if bad:
+            raise InputError(path, f"{where}: unknown value {bad[0]!r} (expected one of {', '.join(allowed)})")
+    return tuple(value)
+
+
+def parse(data, path: str = "<catalog>") -> Catalog:
+    _need(isinstance(data, dict), path, "top level", "must be a JSON object")
+    _need(data.get("schema_version") == 1, path, "schema_version", f"must be 1, found {data.get('schema_version')!r}")
+    name = data.get("name")
+    _need(isinstance(name, str) and name, path, "name", "must be a non-empty string")
+    recipes_data = data.get("recipes")
+    _need(isinstance(recipes_data, dict) and recipes_data, path, "recipes", "must be a non-empty object")
+    recipes: dict[str, Recipe] = {}
+    for rname, r in recipes_data.items():
+        where = f"recipes.{rname}"
+        _need(isinstance(r, dict), path, where, "must be an object")
+        display = r.get("display_name", rname)
+        _need(isinstance(display, str), path, f"{where}.display_name", "must be a string")
+        for key in ("selectable_backend", "uses_ctx_size"):
+            _need(isinstance(r.get(key, False), bool), path, f"{where}.{key}", "must be true or false")
+        channels = _strs(r.get("rocm_channels", []), path, f"{where}.rocm_channels", ("stable", "nightly"))
+        options = r.get("options", [])
+        _need(isinstance(options, list), path, f"{where}.options", "must be a list")
+        for i, opt in enumerate(options):
+            _need(isinstance(opt, dict) and isinstance(opt.get("name"), str), path, f"{where}.options[{i}]", "must be an object with a 'name'")
+            _need(opt.get("flag") is None or isinstance(opt.get("flag"), str), path, f"{where}.options[{i}].flag", "must be a string or null")
+        rows_data = r.get("rows")
+        _need(isinstance(rows_data, list) and rows_data, path, f"{where}.rows", "must be a non-empty list")
+        rows = []
+        for i, row in enumerate(rows_data):
+            rw = f"{where}.rows[{i}]"
+            _need(isinstance(row, dict), path, rw, "must be an object")
+            backend = row.get("backend")
+            _need(isinstance(backend, str) and backend, path, f"{rw}.backend", "must be a non-empty string")
+            tier = row.get("tier", "core")
+            _need(tier in TIERS, path, f"{rw}.tier", f"must be one of {', '.join(TIERS)}, found {tier!r}")
+            fmt = row.get("format", "native")
+            _need(fmt in FORMATS, path, f"{rw}.format", f"must be one of {', '.join(FORMATS)}, found {fmt!r}")
+            oses = _strs(row.get("os"), path, f"{rw}.os", OSES, empty_ok=False)
+            devs = row.get("devices")
+            _need(isinstance(devs, dict) and devs, path, f"{rw}.devices", "must be a non-empty object {device_type: [families]}")
+            devices = []
+            for dtype, fams in devs.items():
+                _need(dtype in DEVICE_TYPES, path, f"{rw}.devices", f"unknown device type {dtype!r} (expected one of {', '.join(DEVICE_TYPES)})")
+                devices.append((dtype, _strs(fams, path, f"{rw}.devices.{dtype}")))
+            requires = row.get("requires", {})
+            _need(isinstance(requires, dict), path, f"{rw}.requires", "must be an object")
+            note = row.get("note")
+            _need(note is None or isinstance(note, str), path, f"{rw}.note", "must be a string")
+            known = {"backend", "tier", "format", "os", "devices", "requires", "note"}
+            rows.append(Row(backend, tier, fmt, oses, tuple(devices), requires, note,
+                            {k: v for k, v in row.items() if k not in known}))
+        known_r = {"display_name", "selectable_backend", "uses_ctx_size", "rocm_channels", "options", "rows"}
+        recipes[rname] = Recipe(rname, display, bool(r.get("selectable_backend", False)),
+                                bool(r.get("uses_ctx_size", False)), channels, options, rows,
+                                {k: v for k, v in r.items() if k not in known_r})
+    gates = []
+    for i, g in enumerate(data.get("gates", [])):
+        gw = f"gates[{i}]"
+        _need(isinstance(g, dict), path, gw, "must be an object")
+        for key in ("recipe", "backend", "family", "reason"):
+            _need(isinstance(g.get(key), str) and g.get(key), path, f"{gw}.{key}", "must be a non-empty string")
+        _need(g["recipe"] in recipes, path, f"{gw}.recipe", f"unknown recipe {g['recipe']!r}")
+        gates.append(Gate(g["recipe"], g["backend"], g["family"], _strs(g.get("os", list(OSES)), path, f"{gw}.os", OSES),
+                          _strs(g.get("channels", ["stable", "nightly"]), path, f"{gw}.channels", ("stable", "nightly")), g["reason"]))
+    exclusions = []
+    for i, e in enumerate(data.get("exclusions", [])):
+        ew = f"exclusions[{i}]"
+        _need(isinstance(e, dict), path, ew, "must be an object")
+        for key in ("backend", "device_type", "reason"):
+            _need(isinstance(e.get(key), str) and e.get(key), path, f"{ew}.{key}", "must be a non-empty string")
+        exclusions.append(Exclusion(e["backend"], e["device_type"], _strs(e.get("families"), path, f"{ew}.families"), e["reason"]))
+    known_top = {"schema_version", "name", "title", "source", "device_types", "recipes", "gates", "exclusions"}
+    return Catalog(name, data.get("title", name), data.get("source", ""), path, recipes, gates, exclusions,
+                   {k: v for k, v in data.items() if k not in known_top})
+
+
+@lru_cache(maxsize=8)
+def load_pins(catalog_name: str) -> dict:
+    """Bundled version pins ``{recipe: {backend: tag}}`` (``<catalog>-versions.json``)."""
+    path = os.path.join(CATALOG_DIR, f"{catalog_name}-versions.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"cannot read version pins: {e}") from None
+    return {k: v for k, v in data.items() if not k.startswith("_") and isinstance(v, dict)}

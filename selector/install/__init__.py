@@ -1,0 +1,1 @@
+"""Installing backends into the cache Lemonade shares (see DESIGN.md "Install cache")."""

@@ -1,0 +1,85 @@
+"""Settings from flags, environment and a Lemonade-style config.json: flags beat env beat config.
+
+config.json (Lemonade's shape): top-level ``rocm_channel``; per-recipe sections such as
+``"llamacpp": {"backend": "rocm", "prefer_system": false}``.  Unknown keys are warnings; a wrong
+type is an InputError naming the key (exit 5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from probes.host import InputError
+from selector.engine import CHANNELS, POLICIES, Settings
+
+RECIPE_KEYS = {"backend": str, "prefer_system": bool}
+
+
+def read_config(path: str, recipes) -> tuple[dict, list[str]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError(path, "config file not found") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "top level must be a JSON object")
+    warnings = []
+    out: dict = {"recipes": {}}
+    for key, value in data.items():
+        if key == "rocm_channel":
+            if not isinstance(value, str) or value not in CHANNELS:
+                raise InputError(path, f"key 'rocm_channel' must be one of {', '.join(CHANNELS)}, found {value!r}")
+            out["channel"] = value
+        elif key in recipes:
+            if not isinstance(value, dict):
+                raise InputError(path, f"key '{key}' must be an object")
+            section = {}
+            for k, v in value.items():
+                if k in RECIPE_KEYS:
+                    if not isinstance(v, RECIPE_KEYS[k]):
+                        raise InputError(path, f"key '{key}.{k}' must be a {RECIPE_KEYS[k].__name__}, found {type(v).__name__}")
+                    section[k] = v
+                else:
+                    warnings.append(f"{path}: unknown key '{key}.{k}' ignored")
+            out["recipes"][key] = section
+        else:
+            warnings.append(f"{path}: unknown key '{key}' ignored")
+    return out, warnings
+
+
+def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=None, backend_recipes=(),
+          config_path=None, env=None) -> tuple[Settings, list[str]]:
+    """Resolve settings.  ``backend`` pins the backend for ``backend_recipes`` (from --backend)."""
+    env = os.environ if env is None else env
+    warnings: list[str] = []
+    cfg: dict = {"recipes": {}}
+    config_path = config_path or env.get("PICK_BACKEND_CONFIG")
+    if config_path:
+        cfg, warnings = read_config(config_path, recipes)
+    s = Settings()
+    env_channel = env.get("PICK_BACKEND_CHANNEL")
+    if env_channel and env_channel not in CHANNELS:
+        raise InputError("PICK_BACKEND_CHANNEL", f"must be one of {', '.join(CHANNELS)}, found {env_channel!r}")
+    s.channel = channel or env_channel or cfg.get("channel") or "stable"
+    s.policy = policy or env.get("PICK_BACKEND_POLICY") or "accelerator-first"
+    if s.policy not in POLICIES:
+        raise InputError("PICK_BACKEND_POLICY", f"must be one of {', '.join(POLICIES)}, found {s.policy!r}")
+    for rname, section in cfg["recipes"].items():
+        if "backend" in section and section["backend"] != "auto":
+            s.backends[rname] = section["backend"]
+            s.backend_sources[rname] = f"config.json ({config_path})"
+        if "prefer_system" in section:
+            s.prefer_system_by_recipe[rname] = section["prefer_system"]
+    if prefer_system is not None:
+        s.prefer_system = prefer_system
+        s.prefer_system_by_recipe = {}
+    if backend and backend != "auto":
+        for r in backend_recipes:
+            s.backends[r] = backend
+            s.backend_sources[r] = "--backend"
+    return s, warnings
