@@ -1,0 +1,128 @@
+"""Properties of the rule engine over random machines and settings (hypothesis)."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probes.profile import CPU, OS, AmdGpu, Metal, Npu, NvidiaGpu, Profile
+from selector import catalog, engine
+
+LEMONADE = catalog.load("lemonade")
+GFX = ["gfx1030", "gfx1031", "gfx1036", "gfx1100", "gfx1101", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+       "gfx1201", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx906"]
+SM = [None, "sm_61", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"]
+
+amd = st.builds(AmdGpu, gfx=st.sampled_from(GFX), integrated=st.booleans(),
+                vram_bytes=st.integers(0, 1 << 38), visible=st.booleans())
+nvidia = st.builds(NvidiaGpu, sm=st.sampled_from(SM), memory_bytes=st.integers(0, 1 << 37), visible=st.booleans())
+npu = st.builds(Npu, generation=st.sampled_from(["XDNA1", "XDNA2", "unknown"]), driver_bound=st.booleans())
+
+
+@st.composite
+def profiles(draw):
+    os_name = draw(st.sampled_from(["linux", "windows", "macos"]))
+    p = Profile(os=OS(name=os_name), cpu=CPU(arch=draw(st.sampled_from(["x86_64", "arm64"]))))
+    p.amd_gpus = draw(st.lists(amd, max_size=3))
+    for i, g in enumerate(p.amd_gpus):
+        g.index = i
+        g.gfx_effective = draw(st.sampled_from([g.gfx, g.gfx, "gfx1030"]))
+    p.nvidia_gpus = draw(st.lists(nvidia, max_size=2))
+    for i, g in enumerate(p.nvidia_gpus):
+        g.index = i
+    p.npus = draw(st.lists(npu, max_size=1))
+    p.metal = Metal(available=os_name == "macos" and draw(st.booleans()))
+    p.executables = draw(st.dictionaries(st.sampled_from(["llama-server", "docker", "podman"]), st.just("/usr/bin/x")))
+    return p
+
+
+@st.composite
+def inputs(draw):
+    prof = draw(profiles())
+    s = engine.Settings(channel=draw(st.sampled_from(engine.CHANNELS)), prefer_system=draw(st.booleans()),
+                        policy=draw(st.sampled_from(engine.POLICIES)))
+    recipe = draw(st.sampled_from(sorted(LEMONADE.recipes)))
+    r = LEMONADE.recipes[recipe]
+    dirs = [engine.install_dir_name(r, b, engine.recipe_channel(r, s)) for b in r.backends]
+    installed = {recipe: draw(st.dictionaries(st.sampled_from(dirs), st.sampled_from([None, "b1", "b10375"])))}
+    return prof, s, recipe, installed
+
+
+INSTALLED = set(engine.INSTALLED_STATES)
+
+
+@settings(max_examples=400, deadline=None)
+@given(inputs())
+def test_never_picks_an_unsupported_backend_unless_pinned(args):
+    prof, s, recipe, installed = args
+    d = engine.decide(prof, LEMONADE, recipe, installed, s)
+    if d.backend is not None:
+        assert d.verdict(d.backend).supported
+        assert d.ok
+    else:
+        assert not any(v.supported and (v.name != "system" or s.prefer_system) for v in d.backends)
+
+
+@settings(max_examples=400, deadline=None)
+@given(inputs())
+def test_accelerator_first_never_picks_cpu_while_an_accelerator_row_is_supported(args):
+    prof, s, recipe, installed = args
+    s.policy = "accelerator-first"
+    d = engine.decide(prof, LEMONADE, recipe, installed, s)
+    acc = [v for v in d.backends if v.supported and not v.on_cpu and (v.name != "system" or s.prefer_system)]
+    if acc:
+        assert d.device is not None and d.device.type != "cpu", (d.backend, [v.name for v in acc])
+
+
+@settings(max_examples=400, deadline=None)
+@given(inputs())
+def test_lemonade_policy_is_first_supported_unless_a_later_one_is_installed(args):
+    prof, s, recipe, installed = args
+    s.policy = "lemonade"
+    d = engine.decide(prof, LEMONADE, recipe, installed, s)
+    cands = [v for v in d.backends if v.supported and (v.name != "system" or s.prefer_system)]
+    if not cands:
+        assert d.backend is None
+        return
+    first = cands[0]
+    if d.backend != first.name:
+        chosen = d.verdict(d.backend)
+        assert chosen.state in INSTALLED and first.state == "installable"
+        earlier = cands[:cands.index(chosen)]
+        assert all(v.state == "installable" for v in earlier)
+        assert chosen is next(v for v in cands if v.state in INSTALLED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs())
+def test_gfx950_never_passes_on_nightly_or_windows(args):
+    prof, s, _, installed = args
+    for g in prof.amd_gpus:
+        g.gfx = g.gfx_effective = "gfx950"
+        g.integrated, g.visible = False, True
+    d = engine.decide(prof, LEMONADE, "llamacpp", installed, s)
+    rocm = d.verdict("rocm")
+    if s.channel == "nightly" or prof.os.name != "linux":
+        assert not rocm.supported
+    if prof.amd_gpus and s.channel == "nightly" and prof.os.name == "linux":
+        assert "stable channel" in rocm.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs())
+def test_system_is_never_picked_without_prefer_system(args):
+    prof, s, recipe, installed = args
+    s.prefer_system = False
+    d = engine.decide(prof, LEMONADE, recipe, installed, s)
+    assert d.backend != "system"
+
+
+@settings(max_examples=200, deadline=None)
+@given(inputs(), st.data())
+def test_a_pinned_backend_is_chosen_even_when_unsupported(args, data):
+    prof, s, recipe, installed = args
+    backend = data.draw(st.sampled_from(LEMONADE.recipes[recipe].backends))
+    s.backends[recipe] = backend
+    d = engine.decide(prof, LEMONADE, recipe, installed, s)
+    assert d.backend == backend and d.pinned
+    assert d.ok == d.verdict(backend).supported
+    if not d.ok:
+        assert "not supported here" in d.reason

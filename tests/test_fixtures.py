@@ -1,0 +1,56 @@
+"""Every captured machine yields the facts and the picks its expected.json records.
+
+expected.json is written by hand from the reference tables (facts) and the support matrix (picks);
+the code under test never wrote it."""
+
+import pytest
+
+from conftest import expected, machine_names, profile_of
+
+
+def assert_subset(actual, want, path="profile"):
+    if isinstance(want, dict):
+        assert isinstance(actual, dict), f"{path}: expected an object, got {actual!r}"
+        for k, v in want.items():
+            assert k in actual, f"{path}.{k} missing"
+            assert_subset(actual[k], v, f"{path}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(actual, list) and len(actual) == len(want), f"{path}: expected {len(want)} items, got {actual!r}"
+        for i, (a, w) in enumerate(zip(actual, want)):
+            assert_subset(a, w, f"{path}[{i}]")
+    else:
+        assert actual == want, f"{path}: expected {want!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("name", machine_names())
+def test_profile_matches_expected(name):
+    exp = expected(name)
+    prof = profile_of(name).to_dict()
+    assert_subset(prof, exp["profile"])
+
+
+@pytest.mark.parametrize("name", machine_names())
+def test_profile_round_trips(name):
+    from probes.profile import Profile
+
+    prof = profile_of(name)
+    assert Profile.from_dict(prof.to_dict()).to_dict() == prof.to_dict()
+
+
+def _pick_cases(catalog_name):
+    cases = []
+    for name in machine_names():
+        picks = expected(name).get("picks", {}).get(catalog_name, {})
+        for recipe, backend in sorted(picks.items()):
+            cases.append((name, recipe, backend))
+    return cases
+
+
+@pytest.mark.parametrize("name,recipe,backend", _pick_cases("lemonade"))
+def test_lemonade_pick_table(name, recipe, backend):
+    from selector import catalog, engine
+
+    d = engine.decide(profile_of(name), catalog.load("lemonade"), recipe)
+    got = d.backend if d.ok else None
+    assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
+        f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
