@@ -18,7 +18,9 @@ from probes.host import InputError
 EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 
 # command name -> "module:function", imported on first use
-LAZY: dict[str, str] = {}
+LAZY: dict[str, str] = {
+    "guide": "selector.cli_guide:guide_cmd",
+}
 
 
 class Fail(Exception):
@@ -246,6 +248,9 @@ def pick_cmd(ctx, recipes, all_, backend, as_json, **kwargs):
                                "`pick-backend recipes` lists them")
     names = o.recipe_names(recipes, all_)
     profile, cat, s, decisions, warnings = decide_all(o, names, backend)
+    from selector.guide import add_advice
+
+    add_advice(profile, decisions)  # the guide's warnings; its file is opened only when one can bite
     if as_json:
         render.emit_json(render.pick_json(profile, cat, s, decisions, warnings))
     else:
