@@ -50,45 +50,64 @@ def _sm(cc) -> str | None:
     return f"sm_{cc[0]}{cc[1]}" if cc else None
 
 
+def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/meminfo",
+              source_suffix: str = "meminfo") -> tuple[list[NvidiaGpu], list[str | None]]:
+    """GPUs from NVML's answers (capture.json ``nvml`` with a ``gpus`` list), shared by the Linux
+    and Windows probes.  ``system_memory()`` gives the memory budget of a GPU whose memory query
+    is not supported (GB10: unified memory)."""
+    gpus: list[NvidiaGpu] = []
+    uuids: list[str | None] = []
+    mem_fallback = None
+    for i, g in enumerate(nv["gpus"]):
+        if not isinstance(g, dict):
+            profile.warn("nvidia", f"nvml.gpus[{i}] is not an object; skipped")
+            continue
+        cc = g.get("compute_capability")
+        if not (isinstance(cc, list) and len(cc) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cc)):
+            cc = None
+        name = str(g.get("name") or "NVIDIA GPU")
+        mem = g.get("memory_total")
+        source = "nvml"
+        if not isinstance(mem, int) or isinstance(mem, bool):
+            if mem_fallback is None:
+                mem_fallback = system_memory()
+            mem = mem_fallback
+            source = f"nvml+{source_suffix}"
+            profile.warn(
+                "nvidia", f"{name}: NVML reports no memory size (unified memory); using system memory from {memory_source}"
+            )
+        bus = g.get("pci_bus_id")
+        gpus.append(
+            NvidiaGpu(
+                index=len(gpus),
+                name=name,
+                sm=_sm(cc),
+                compute_capability=list(cc) if cc else None,
+                memory_bytes=mem,
+                driver_version=nv.get("driver_version") if isinstance(nv.get("driver_version"), str) else None,
+                cuda_driver_version=nv.get("cuda_driver_version") if isinstance(nv.get("cuda_driver_version"), int) else None,
+                source=source,
+                pci=PCI(vendor="0x10de", device="", bus_id=bus) if isinstance(bus, str) else None,
+            )
+        )
+        uuids.append(g.get("uuid") if isinstance(g.get("uuid"), str) else None)
+    return gpus, uuids
+
+
+def apply_cuda_visible(host, gpus: list[NvidiaGpu], uuids: list[str | None]) -> None:
+    chosen = visible_indices(host.env.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids)
+    if chosen is not None:
+        for i, g in enumerate(gpus):
+            g.visible = i in chosen
+
+
 def probe(host, profile) -> None:
     nv = host.nvml()
     gpus: list[NvidiaGpu] = []
     uuids: list[str | None] = []
     if isinstance(nv.get("gpus"), list):
-        mem_fallback = None
-        for i, g in enumerate(nv["gpus"]):
-            if not isinstance(g, dict):
-                profile.warn("nvidia", f"nvml.gpus[{i}] is not an object; skipped")
-                continue
-            cc = g.get("compute_capability")
-            if not (isinstance(cc, list) and len(cc) == 2 and all(isinstance(x, int) for x in cc)):
-                cc = None
-            name = str(g.get("name") or "NVIDIA GPU")
-            mem = g.get("memory_total")
-            source = "nvml"
-            if not isinstance(mem, int) or isinstance(mem, bool):
-                if mem_fallback is None:
-                    mem_fallback = meminfo_total(host.read("/proc/meminfo"))
-                mem = mem_fallback
-                source = "nvml+meminfo"
-                profile.warn(
-                    "nvidia", f"{name}: NVML reports no memory size (unified memory); using system memory from /proc/meminfo"
-                )
-            bus = g.get("pci_bus_id")
-            gpus.append(
-                NvidiaGpu(
-                    index=len(gpus),
-                    name=name,
-                    sm=_sm(cc),
-                    compute_capability=list(cc) if cc else None,
-                    memory_bytes=mem,
-                    driver_version=nv.get("driver_version") if isinstance(nv.get("driver_version"), str) else None,
-                    cuda_driver_version=nv.get("cuda_driver_version") if isinstance(nv.get("cuda_driver_version"), int) else None,
-                    source=source,
-                    pci=PCI(vendor="0x10de", device="", bus_id=bus) if isinstance(bus, str) else None,
-                )
-            )
-            uuids.append(g.get("uuid") if isinstance(g.get("uuid"), str) else None)
+        gpus, uuids = from_nvml(nv, profile, lambda: meminfo_total(host.read("/proc/meminfo")))
     else:
         error = str(nv.get("error") or "Unknown")
         words = describe_nvml_error(error)
@@ -137,8 +156,5 @@ def probe(host, profile) -> None:
             profile.board = board["board"]
         elif not cards:
             profile.warn("nvidia", f"{words[0].upper()}{words[1:]}")
-    chosen = visible_indices(host.env.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids)
-    if chosen is not None:
-        for i, g in enumerate(gpus):
-            g.visible = i in chosen
+    apply_cuda_visible(host, gpus, uuids)
     profile.nvidia_gpus = gpus
