@@ -20,6 +20,7 @@ EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 # command name -> "module:function", imported on first use
 LAZY: dict[str, str] = {
     "guide": "selector.cli_guide:guide_cmd",
+    "labels": "selector.cli_labels:labels_cmd",
 }
 
 

@@ -1,0 +1,81 @@
+"""``pick-backend labels``: node labels for Kubernetes Node Feature Discovery (see docs/fleet.md).
+
+The labels themselves are built by selector.labels (pure); this module parses options, writes the
+feature file atomically and prints.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import click
+
+from selector.cli import EXIT_INSTALL, EXIT_USAGE, Fail, Opts, common, decide_all
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename.  The temp file lives in the same directory and
+    its name starts with '.', which NFD's local source skips; it is removed on any failure, and the
+    previous file is untouched."""
+    path = os.path.abspath(path)
+    directory, base = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@click.command("labels")
+@common
+@click.option("--prefix", default=None,
+              help="Prefix of every label name (default 'pick-backend.'); 'ns.example.com/pb.' adds a namespace.")
+@click.option("--recipes", "recipes_csv", default=None,
+              help="Comma-separated recipes to label (default: every recipe of the catalog).")
+@click.option("--json", "as_json", is_flag=True, help="Print the labels as a JSON object.")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the NFD feature file to PATH atomically (prints nothing unless --json).")
+@click.pass_context
+def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, **kwargs):
+    """Node labels (name=value per line) for Kubernetes Node Feature Discovery's local source.
+
+    \b
+    pick-backend labels
+    pick-backend labels --recipes llamacpp,whispercpp --json
+    pick-backend labels --write /etc/kubernetes/node-feature-discovery/features.d/pick-backend
+    """
+    from selector import labels as labels_mod
+
+    prefix = labels_mod.DEFAULT_PREFIX if prefix is None else prefix
+    try:
+        labels_mod.split_prefix(prefix)
+    except ValueError as e:
+        raise Fail(EXIT_USAGE, f"--prefix: {e}") from None
+    o = Opts(ctx, kwargs)
+    wanted = [r.strip() for r in (recipes_csv or "").split(",") if r.strip()]
+    names = o.recipe_names(wanted)
+    profile, _cat, _s, decisions, _warnings = decide_all(o, names)
+    lbls = labels_mod.labels(profile, decisions, prefix)
+    if write_path:
+        try:
+            write_atomic(write_path, labels_mod.feature_file(lbls))
+        except OSError as e:
+            raise Fail(EXIT_INSTALL, f"cannot write {write_path}: {e.strerror or e}; "
+                                     "the previous file is untouched") from None
+    if as_json:
+        from selector.render import emit_json
+
+        emit_json(lbls)
+    elif not write_path:
+        sys.stdout.write(labels_mod.feature_file(lbls))
