@@ -140,6 +140,49 @@ def _strs(value, path, where, allowed=None, empty_ok=True):
     return tuple(value)
 
 
+# Optional row fields beyond the core schema (kept in Row.extra), validated here:
+#   family_reason  reason when the device type is present but its family is not in the row's list;
+#                  {family} and {name} are replaced ("the CUDA image has no kernels for {family}")
+#   device_notes   {device_type: note}: a note added to the verdict when the machine has that device
+#   install        the command that installs this variant ("local-ai backends install cuda13-strata")
+#   env            {VAR: value}: environment that forces the same choice in the engine itself
+ROW_EXTRAS = ("family_reason", "device_notes", "install", "env")
+DISPLAY_FIELDS = ("install", "env")  # surfaced in the verdict / decision JSON when present
+
+
+def _check_requires(requires: dict, path, where) -> None:
+    from selector.requires import KEYS, is_version
+
+    for key, value in requires.items():
+        kind = KEYS.get(key)
+        _need(kind is not None, path, f"{where}.{key}", f"unknown condition (known: {', '.join(KEYS)})")
+        if kind == "str":
+            _need(isinstance(value, str) and value, path, f"{where}.{key}", "must be a non-empty string")
+        elif kind == "version":
+            _need(is_version(value), path, f"{where}.{key}", f"must be a version string like \"580\" or \"2.39\", found {value!r}")
+        else:
+            _strs(value, path, f"{where}.{key}", empty_ok=False)
+
+
+def _str_map(value, path, where, keys=None) -> None:
+    _need(isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) and v
+                                                   for k, v in value.items()),
+          path, where, "must be a non-empty object of strings")
+    if keys:
+        bad = [k for k in value if k not in keys]
+        _need(not bad, path, where, f"unknown key {bad[0] if bad else ''!r} (expected one of {', '.join(keys)})")
+
+
+def _check_row_extras(row: dict, path, rw) -> None:
+    for key in ("family_reason", "install"):
+        if key in row:
+            _need(isinstance(row[key], str) and row[key], path, f"{rw}.{key}", "must be a non-empty string")
+    if "device_notes" in row:
+        _str_map(row["device_notes"], path, f"{rw}.device_notes", DEVICE_TYPES)
+    if "env" in row:
+        _str_map(row["env"], path, f"{rw}.env")
+
+
 def parse(data, path: str = "<catalog>") -> Catalog:
     _need(isinstance(data, dict), path, "top level", "must be a JSON object")
     _need(data.get("schema_version") == 1, path, "schema_version", f"must be 1, found {data.get('schema_version')!r}")
@@ -182,6 +225,8 @@ def parse(data, path: str = "<catalog>") -> Catalog:
                 devices.append((dtype, _strs(fams, path, f"{rw}.devices.{dtype}")))
             requires = row.get("requires", {})
             _need(isinstance(requires, dict), path, f"{rw}.requires", "must be an object")
+            _check_requires(requires, path, f"{rw}.requires")
+            _check_row_extras(row, path, rw)
             note = row.get("note")
             _need(note is None or isinstance(note, str), path, f"{rw}.note", "must be a string")
             known = {"backend", "tier", "format", "os", "devices", "requires", "note"}
@@ -207,6 +252,9 @@ def parse(data, path: str = "<catalog>") -> Catalog:
         for key in ("backend", "device_type", "reason"):
             _need(isinstance(e.get(key), str) and e.get(key), path, f"{ew}.{key}", "must be a non-empty string")
         exclusions.append(Exclusion(e["backend"], e["device_type"], _strs(e.get("families"), path, f"{ew}.families"), e["reason"]))
+    if "no_fit_reason" in data:  # the decision's reason when no backend fits; {recipe} is replaced
+        _need(isinstance(data["no_fit_reason"], str) and data["no_fit_reason"], path, "no_fit_reason",
+              "must be a non-empty string")
     known_top = {"schema_version", "name", "title", "source", "device_types", "recipes", "gates", "exclusions"}
     return Catalog(name, data.get("title", name), data.get("source", ""), path, recipes, gates, exclusions,
                    {k: v for k, v in data.items() if k not in known_top})
