@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from selector.catalog import ACCELERATORS, Catalog, Recipe, Row
+from selector.catalog import ACCELERATORS, DISPLAY_FIELDS, Catalog, Recipe, Row
 
 POLICIES = ("accelerator-first", "lemonade")
 CHANNELS = ("stable", "nightly")
@@ -63,6 +63,7 @@ class Verdict:
     reason: str
     device: Device | None
     notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # catalog display fields of the row (install, env)
 
     @property
     def on_cpu(self) -> bool:
@@ -78,6 +79,7 @@ class Verdict:
             "reason": self.reason,
             "device": self.device.to_dict() if self.device else None,
             "notes": list(self.notes),
+            **self.extra,
         }
 
 
@@ -108,12 +110,14 @@ class Decision:
         return None
 
     def to_dict(self) -> dict:
+        chosen = self.verdict(self.backend) if self.backend else None
         return {
             "backend": self.backend,
             "device": self.device.to_dict() if self.device else None,
             "state": self.state,
             "reason": self.reason,
             "run_args": self.run_args,
+            **(chosen.extra if chosen is not None else {}),  # install command, env (catalog display fields)
             "pinned": self.pinned,
             "channel": self.channel,
             "backends": [v.to_dict() for v in self.backends],
@@ -218,7 +222,8 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
         overridden = eff != g.gfx
         if fams and not _matches_family(eff, fams):
             extra = f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})" if overridden else ""
-            return None, f"Unsupported GPU: {eff} ({backend} needs {describe_families(fams)}){extra}", []
+            return None, (_family_reason(row, eff, g.name) or
+                          f"Unsupported GPU: {eff} ({backend} needs {describe_families(fams)})") + extra, []
         gate = catalog.gates_for(recipe.name, backend).get(eff)
         if gate is not None and (m.os not in gate.os or channel not in gate.channels):
             return None, gate.reason, []
@@ -236,7 +241,8 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
             return None, (f"{g.name}: compute capability unknown without the NVIDIA driver "
                           f"({backend} needs {describe_families(fams)})"), []
         if fams and not _matches_family(g.sm, fams):
-            return None, f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})", []
+            return None, _family_reason(row, g.sm, g.name) or \
+                f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})", []
         return Device("nvidia_gpu", g.sm, g.index, g.name), "", []
 
     if dtype == "amd_npu":
@@ -263,10 +269,27 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
             return None, "No Intel GPU found", []
         fam = "arc" if g.arc else "intel"
         if fams and fam not in fams:
-            return None, f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})", []
+            return None, _family_reason(row, fam, g.name) or \
+                f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})", []
         return Device("intel_gpu", fam, 0, g.name), "", []
 
     return None, f"unknown device type {dtype}", []
+
+
+def _family_reason(row: Row, family, name) -> str:
+    """The row's own words for "this device type, but not this family" (catalog ``family_reason``)."""
+    text = row.extra.get("family_reason")
+    return text.replace("{family}", str(family)).replace("{name}", str(name)) if text else ""
+
+
+_HAS_DEVICE = {
+    "amd_gpu": lambda m: m.amd is not None,
+    "nvidia_gpu": lambda m: m.nvidia is not None,
+    "intel_gpu": lambda m: m.intel is not None,
+    "amd_npu": lambda m: m.npu is not None,
+    "metal": lambda m: bool(m.metal),
+    "cpu": lambda m: True,
+}
 
 
 def _check_requires(m: Machine, row: Row) -> str:
@@ -285,6 +308,10 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
                  channel: str) -> tuple[Device | None, str, list[str]]:
     if m.os not in row.os:
         return None, _os_reason(row.os), []
+    if row.requires.get("arch") and m.arch not in row.requires["arch"]:  # a platform fact, like the OS
+        from selector.requires import arch_reason
+
+        return None, arch_reason(m.arch, row.requires["arch"]), []
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     reasons = []
     for dtype, fams in entries:
@@ -295,6 +322,9 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
                 return None, missing, []
             if row.note:
                 notes = notes + [row.note]
+            for dt, text in row.extra.get("device_notes", {}).items():
+                if _HAS_DEVICE[dt](m):
+                    notes = notes + [text]
             if dtype == "cpu" and reasons:
                 notes = notes + [f"runs on the CPU: {'; '.join(reasons)}"]
             return dev, "", notes
@@ -343,13 +373,15 @@ def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, i
     for row in recipe.rows:
         dev, why, notes = evaluate_row(m, catalog, recipe, row, settings, channel)
         v = by_name.get(row.backend)
+        shown = {k: row.extra[k] for k in DISPLAY_FIELDS if k in row.extra}
         if v is None:
-            v = by_name[row.backend] = Verdict(row.backend, row.tier, row.format, dev is not None, "", why, dev, notes)
+            v = by_name[row.backend] = Verdict(row.backend, row.tier, row.format, dev is not None, "", why, dev, notes,
+                                               shown)
             out.append(v)
         elif not v.supported and (dev is not None or m.os in row.os):
             # a later row of the same backend is the one for this OS: its verdict counts
             v.supported, v.reason, v.device, v.notes = dev is not None, why, dev, notes
-            v.tier, v.format = row.tier, row.format
+            v.tier, v.format, v.extra = row.tier, row.format, shown
     for v in out:
         if not v.supported:
             oses = _row_os_of(recipe, v.name)
@@ -432,8 +464,8 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                 notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported row; "
                              f"accelerator-first prefers {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
     if chosen is None:
-        return Decision(recipe_name, None, None, None,
-                        f"no backend of {recipe_name} is supported on this machine", None, vs,
+        no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"
+        return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
                         False, warnings, notes, channel)
     if chosen.supported and chosen.on_cpu and chosen.name not in ("cpu", "system"):
         why_cpu = [n.split(": ", 1)[1] for n in chosen.notes if n.startswith("runs on the CPU: ")]
