@@ -14,9 +14,10 @@ SLOW_PROBE_S = 2.0
 
 
 def _linux_probes():
-    from probes.linux import amd, cpu, npu, nvidia, os_, vulkan
+    from probes.linux import amd, board, cpu, intel, libc, npu, nvidia, os_, vulkan
 
-    return [("os", os_.probe), ("cpu", cpu.probe), ("amd_gpu", amd.probe), ("nvidia", nvidia.probe),
+    return [("os", os_.probe), ("libc", libc.probe), ("cpu", cpu.probe), ("amd_gpu", amd.probe),
+            ("nvidia", nvidia.probe), ("intel_gpu", intel.probe), ("board", board.probe),
             ("npu", npu.probe), ("vulkan", vulkan.probe)]
 
 

@@ -125,6 +125,9 @@ def write_capture(dest: str, host: LiveHost | None = None) -> dict:
         data["windows"] = win
     if mac:
         data["macos"] = mac
+    libc = live.libc()
+    if libc:
+        data["libc"] = libc
     tmp = os.path.join(dest, "capture.json.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2)

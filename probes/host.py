@@ -88,6 +88,11 @@ class Host:
     def macos(self) -> dict:
         return {}
 
+    def libc(self) -> dict:
+        """The C library as in capture.json ``libc``: ``{"name": "glibc", "version": "2.39"}``;
+        {} when unknown (musl, not Linux)."""
+        return {}
+
 
 # --------------------------------------------------------------------------------------------
 # Live
@@ -160,6 +165,18 @@ class LiveHost(Host):
             self._nvml = query_live(self)
         return self._nvml
 
+    def libc(self):
+        if self.system != "Linux":
+            return {}
+        try:
+            text = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.39"; unset on musl
+        except (AttributeError, ValueError, OSError):
+            return {}
+        parts = (text or "").split()
+        if len(parts) == 2 and parts[0] == "glibc":
+            return {"name": "glibc", "version": parts[1]}
+        return {}
+
     def windows(self):
         if self.system != "Windows":
             return {}
@@ -217,7 +234,8 @@ class CaptureHost(Host):
         for key in ("machine", "release"):
             if key in plat and not isinstance(plat[key], str):
                 raise InputError(path, f"field 'platform.{key}' must be a string")
-        for key, kind in (("env", dict), ("nvml", dict), ("executables", dict), ("windows", dict), ("macos", dict)):
+        for key, kind in (("env", dict), ("nvml", dict), ("executables", dict), ("windows", dict), ("macos", dict),
+                          ("libc", dict)):
             if key in data and not isinstance(data[key], kind):
                 raise InputError(path, f"field '{key}' must be a JSON object")
         if "vulkan_loader" in data and not isinstance(data["vulkan_loader"], bool):
@@ -352,6 +370,9 @@ class CaptureHost(Host):
     def macos(self):
         return self.data.get("macos", {})
 
+    def libc(self):
+        return self.data.get("libc", {})
+
 
 # --------------------------------------------------------------------------------------------
 # Recording (for `capture`)
@@ -402,6 +423,9 @@ class RecordingHost(Host):
 
     def macos(self):
         return self.inner.macos()
+
+    def libc(self):
+        return self.inner.libc()
 
 
 def open_host(root=None) -> Host:

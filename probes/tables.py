@@ -100,3 +100,22 @@ def _hex2(value) -> str | None:
     if s.startswith("0x"):
         s = s[2:]
     return s.zfill(2)
+
+
+@lru_cache(maxsize=None)
+def _intel_index() -> dict:
+    return {row["device"]: row for row in load("intel_gpu")["devices"]}
+
+
+def intel_gpu(device: str) -> dict | None:
+    """Row for an Intel GPU PCI device id ("56a0" or "0x56a0"): name, arc."""
+    return _intel_index().get(_hex4(device))
+
+
+def board(compatible: list[str]) -> dict | None:
+    """The first device-tree compatible string (most specific first) that names a known SoC."""
+    rows = {row["compatible"]: row for row in load("boards")["boards"]}
+    for c in compatible:
+        if c in rows:
+            return rows[c]
+    return None

@@ -56,7 +56,7 @@ def _words(items) -> str:
 def _board_tokens(board: str | None) -> set[str]:
     if not board:
         return set()
-    return {t for t in re.split(r"[\s,/]+", board.lower()) if t}
+    return {t for t in re.split(r"[^a-z0-9]+", board.lower()) if t}
 
 
 def arch_reason(arch: str, wanted) -> str:
