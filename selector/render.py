@@ -171,6 +171,12 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         con.print(f"  [dim]{d.reason}[/dim]")
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")
+        chosen = d.verdict(d.backend) if d.backend and d.ok else None
+        if chosen is not None and chosen.extra.get("install"):  # catalog display fields (LocalAI)
+            con.print(Text.assemble("  install: ", (chosen.extra["install"], "bold")))
+        if chosen is not None and chosen.extra.get("env"):
+            con.print(Text.assemble("  same choice forced by: ",
+                                    (" ".join(f"{k}={v}" for k, v in chosen.extra["env"].items()), "bold")))
         t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1))
         t.add_column(width=2)
         t.add_column()
@@ -209,6 +215,9 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
         r = catalog.recipes[rname]
         for row in r.rows:
             devs = "; ".join(f"{dt} ({', '.join(f)})" if f else dt for dt, f in row.devices)
+            if row.requires:  # arch, driver / glibc / macOS minimums, boards
+                devs += " · " + ", ".join(f"{k} {'/'.join(v) if isinstance(v, list) else v}"
+                                          for k, v in row.requires.items())
             cells = [rname, row.backend, row.tier, row.format, ", ".join(row.os), devs]
             if verdicts is not None:
                 v = verdicts.get((rname, row.backend))
