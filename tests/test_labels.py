@@ -330,6 +330,8 @@ def test_daemonset_writes_the_nfd_feature_file_with_no_privileges():
         assert host_mounts[path]["mountPath"] == path
     assert host_mounts[NFD_DIR]["mountPath"] == NFD_DIR
     assert not host_mounts[NFD_DIR].get("readOnly")
+    # the runtime cannot create the default /dev/termination-log inside a read-only host /dev
+    assert not c.get("terminationMessagePath", "/dev/termination-log").startswith("/dev/")
 
 
 def _yaml_blocks(path):
