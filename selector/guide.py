@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from probes.host import InputError
 
@@ -34,8 +34,11 @@ ENGINE_OPTIONAL_TEXT = ("href", "homepage")
 ENGINE_FLAGS = ("default", "used_on_our_rig")
 
 
-@dataclass(frozen=True)
-class Engine:
+# NamedTuples, not dataclasses: the pick path imports this module, and defining dataclasses costs
+# milliseconds of start-up there.
+
+
+class Engine(NamedTuple):
     id: str
     name: str
     short: str
@@ -58,16 +61,14 @@ class Engine:
         return d
 
 
-@dataclass(frozen=True)
-class AppliesTo:
+class AppliesTo(NamedTuple):
     device_types: tuple[str, ...]
     os: tuple[str, ...]
     words: str
-    measured_on: dict = field(default_factory=dict, compare=False, hash=False)
+    measured_on: dict
 
 
-@dataclass
-class Guide:
+class Guide(NamedTuple):
     name: str
     title: str
     source: dict
@@ -222,8 +223,7 @@ def parse(data, path: str = "<guide>") -> Guide:
 # pure rules over a Profile
 
 
-@dataclass
-class Match:
+class Match(NamedTuple):
     applies: bool
     reason: str
     devices: list[str]  # the machine's devices of the guide's types, in words
