@@ -1,0 +1,279 @@
+"""`install`, `status`, `uninstall`: put the picked backend build into the cache Lemonade shares.
+
+Parse -> (probe or a synthetic target) -> engine -> resolver (data: <catalog>-assets.json) ->
+selector.install.installer.  requests is imported only here, never on the `pick` path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
+
+GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")
+SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+
+
+def _target_profile(base, gfx, sm, os_name, arch):
+    """A Profile for another machine (image builds): the given OS/arch and one GPU of the given target."""
+    from probes.profile import CPU, OS, AmdGpu, Metal, NvidiaGpu, Profile, Vulkan
+
+    os_name = os_name or base.os.name
+    arch = arch or base.cpu.arch
+    p = Profile(os=OS(name=os_name), cpu=CPU(arch=arch, brand="target"))
+    if gfx:
+        p.amd_gpus.append(AmdGpu(index=0, name=f"target {gfx}", gfx=gfx, gfx_effective=gfx, source="target"))
+    if sm:
+        major, minor = sm[3:-1], sm[-1]
+        cc = [int(major), int(minor)] if major.isdigit() and minor.isdigit() else None
+        p.nvidia_gpus.append(NvidiaGpu(index=0, name=f"target {sm}", sm=sm, compute_capability=cc, source="target"))
+    if os_name == "macos" and arch == "arm64":
+        p.metal = Metal(available=True, chip="target")
+    p.vulkan = Vulkan(loader=True, gpu_drivers=[])
+    return p
+
+
+def _explain(e) -> str:
+    return f"{e}; the previous install is untouched"
+
+
+@click.command("install")
+@click.argument("recipe")
+@common
+@click.option("--backend", default=None, help="Install this backend instead of the pick.")
+@click.option("--dry-run", is_flag=True, help="Print repository, tag, asset, URL, size, digest and destination; download nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print a result object (no progress bar).")
+@click.option("--force", is_flag=True, help="Install even if the backend is unsupported here (with --gfx/--sm/--os/--arch: for another machine).")
+@click.option("--gfx", default=None, help="Target AMD GPU (gfx1100) instead of this machine's.")
+@click.option("--sm", default=None, help="Target NVIDIA GPU (sm_89) instead of this machine's.")
+@click.option("--os", "os_name", type=click.Choice(["linux", "windows", "macos"]), default=None, help="Target OS.")
+@click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default=None, help="Target CPU architecture.")
+@click.option("--allow-unverified", is_flag=True, help="Install an asset that has no SHA-256 to check against.")
+@click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")
+@click.pass_context
+def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
+                **kwargs):
+    """Download, verify and install the picked backend build of RECIPE (or --backend B)."""
+    from probes.host import InputError
+    from selector import render
+    from selector.engine import Device
+    from selector.install import resolve
+    from selector.install.states import cache_root
+
+    o = Opts(ctx, kwargs)
+    (name,) = o.recipe_names([recipe])
+    if gfx and not GFX_RE.match(gfx):
+        raise Fail(EXIT_USAGE, f"--gfx {gfx!r} is not a gfx target (e.g. gfx1100, gfx1151, gfx90a)")
+    if sm and not SM_RE.match(sm):
+        raise Fail(EXIT_USAGE, f"--sm {sm!r} is not a CUDA target (e.g. sm_89, sm_120)")
+    target = any((gfx, sm, os_name, arch))
+    if target:
+        o._profile = _target_profile(o.profile(), gfx, sm, os_name, arch)
+    profile, cat, s, (d,), warnings = decide_all(o, [name], backend)
+    if d.backend is None:
+        raise Fail(EXIT_UNSUPPORTED, f"{name}: {d.reason}")
+    v = d.verdict(d.backend)
+    if d.backend == "system" and v.supported:
+        click.echo(f"{name}: the pick is the system llama-server on PATH; nothing to install")
+        return
+    device = v.device
+    if not v.supported:
+        if not force:
+            raise Fail(EXIT_UNSUPPORTED, f"{name} {d.backend} is unsupported here: {v.reason} "
+                                         "(--force with --gfx/--sm/--os/--arch installs it for another machine)")
+        if device is None and gfx:
+            device = Device("amd_gpu", gfx, 0, f"target {gfx}")
+        elif device is None and sm:
+            device = Device("nvidia_gpu", sm, 0, f"target {sm}")
+    try:
+        assets = resolve.load_assets(cat.name)
+    except InputError:
+        raise
+    try:
+        plan = resolve.plan(assets, cat.recipes[name], d.backend, d.channel, device, profile.os.name,
+                            profile.cpu.arch, o.pins())
+    except resolve.NoRule as e:
+        raise Fail(EXIT_UNSUPPORTED, str(e)) from None
+    cache = cache_root(o.cache_dir)
+    out = {
+        "schema_version": 1,
+        "recipe": name,
+        "backend": d.backend,
+        "channel": d.channel,
+        "dir": plan.dirname,
+        "version": plan.tag,
+        "device": device.to_dict() if device else None,
+        "path": os.path.join(cache, "bin", name, plan.dirname),
+        "dry_run": dry_run,
+        "artifacts": [],
+        "warnings": list(warnings) + list(d.warnings),
+    }
+
+    if dry_run:
+        from selector.install.download import DownloadError
+        from selector.install.installer import dest_path, read_version, resolve_remote
+
+        try:
+            resolve_remote(plan.artifacts, attempts=2)  # a plan, not a download: don't wait long
+        except DownloadError as e:
+            out["warnings"].append(f"releases API: {e}")
+        for a in plan.artifacts:
+            item = a.to_dict()
+            item["path"] = dest_path(cache, a)
+            item["installed_version"] = read_version(item["path"])
+            if a.repo and not a.url:
+                item["url"] = f"https://github.com/{a.repo}/releases/download/{a.tag}/{a.asset}"
+            out["artifacts"].append(item)
+        if as_json:
+            render.emit_json(out)
+        else:
+            _print_plan(out)
+        return
+
+    from selector.install.download import Progress
+    from selector.install.installer import InstallError, install
+
+    try:
+        with Progress(enabled=False if as_json else None) as progress:
+            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress)
+    except InstallError as e:
+        raise Fail(EXIT_INSTALL, _explain(e)) from None
+    out["artifacts"] = results
+    out["state"] = "installed"
+    if as_json:
+        render.emit_json(out)
+        return
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    for r in results:
+        what = "TheRock runtime" if r["kind"] == "runtime" else f"{name} {plan.dirname}"
+        if r["action"] == "present":
+            click.echo(f"{what} {r['version']} is already installed: {r['path']}")
+            continue
+        check = ("SHA-256 verified (" + (r.get("digest_source") or "") + ")") if r.get("verified") else "UNVERIFIED"
+        click.echo(f"installed {what} {r['version']} ({r['asset']}, {check}) -> {r['path']}")
+
+
+def _size(n) -> str:
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _print_plan(out):
+    click.echo(f"{out['recipe']} {out['backend']} ({out['dir']}, {out['version']}): dry run, nothing downloaded")
+    for a in out["artifacts"]:
+        click.echo(f"  {a['kind']}:")
+        if a["repository"]:
+            click.echo(f"    repository   {a['repository']}")
+            click.echo(f"    tag          {a['tag']}")
+        click.echo(f"    asset        {a['asset']}")
+        click.echo(f"    url          {a['url']}")
+        click.echo(f"    size         {_size(a['size'])}")
+        click.echo(f"    digest       {a['digest'] or 'none (install needs --allow-unverified)'}")
+        click.echo(f"    destination  {a['path']}"
+                   + (f" (installed: {a['installed_version']})" if a.get("installed_version") else ""))
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+
+
+def _split_dir(recipe, dirname):
+    """install directory -> (backend, channel)"""
+    if recipe.rocm_channels and dirname.startswith("rocm-") and dirname[5:] in ("stable", "nightly"):
+        return "rocm", dirname[5:]
+    return dirname, "stable"
+
+
+@click.command("status")
+@common
+@click.option("--json", "as_json", is_flag=True, help="Print the installed backends as JSON.")
+@click.pass_context
+def status_cmd(ctx, as_json, **kwargs):
+    """Every installed backend: version, pinned version, state and path."""
+    from selector import render
+    from selector.engine import state_for
+    from selector.install.installer import read_record
+    from selector.install.states import cache_root, installed
+
+    o = Opts(ctx, kwargs)
+    cat = o.catalog()
+    cache = cache_root(o.cache_dir)
+    inst = installed(cache, cat.recipes)
+    pins = o.pins()
+    rows = []
+    for rname in sorted(inst):
+        recipe = cat.recipes[rname]
+        for dirname in sorted(inst[rname]):
+            backend, channel = _split_dir(recipe, dirname)
+            rp = pins.get(rname, {})
+            path = os.path.join(cache, "bin", rname, dirname)
+            rec = read_record(path)
+            rows.append({
+                "recipe": rname,
+                "backend": backend,
+                "dir": dirname,
+                "version": inst[rname][dirname],
+                "pinned": rp.get(dirname, rp.get(backend)),
+                "state": state_for(recipe, backend, channel, True, inst, pins),
+                "verified": rec.get("verified"),
+                "path": path,
+            })
+    if as_json:
+        render.emit_json({"schema_version": 1, "cache": cache, "backends": rows})
+        return
+    if not rows:
+        click.echo(f"nothing installed in {cache}")
+        return
+    for r in rows:
+        click.echo(f"{r['recipe']:<12} {r['dir']:<13} {r['version'] or '?':<20} pinned {r['pinned'] or '-':<20} "
+                   f"{r['state']:<16} {r['path']}")
+
+
+@click.command("uninstall")
+@click.argument("recipe")
+@click.argument("backend")
+@common
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):
+    """Remove an installed BACKEND of RECIPE from the cache (rocm means the active channel's)."""
+    from selector import render
+    from selector.engine import install_dir_name, recipe_channel
+    from selector.install.states import cache_root
+    from selector.install.unpack import lock, remove_tree
+
+    o = Opts(ctx, kwargs)
+    (name,) = o.recipe_names([recipe])
+    r = o.catalog().recipes[name]
+    dirs = set(r.backends) | {f"rocm-{c}" for c in r.rocm_channels if "rocm" in r.backends}
+    if backend not in dirs:
+        raise Fail(EXIT_USAGE, did_you_mean(backend, r.backends, f"backend of {name}"))
+    if backend in r.backends:
+        s, _ = o.settings([name])
+        dirname = install_dir_name(r, backend, recipe_channel(r, s))
+    else:
+        dirname = backend
+    path = os.path.join(cache_root(o.cache_dir), "bin", name, dirname)
+    removed = False
+    with lock(path + ".lock"):
+        if os.path.isdir(path):
+            trash = path + ".old"
+            remove_tree(trash)
+            os.rename(path, trash)  # gone from the cache's point of view at once
+            remove_tree(trash)
+            removed = True
+    if as_json:
+        render.emit_json({"schema_version": 1, "recipe": name, "dir": dirname, "path": path, "removed": removed})
+    elif removed:
+        click.echo(f"removed {name} {dirname} ({path})")
+    else:
+        click.echo(f"{name} {dirname} is not installed ({path})")
+    sys.exit(0)

@@ -1,0 +1,212 @@
+"""Which files to download for a decision: pure, no I/O beyond reading the bundled data file.
+
+``plan(assets, recipe, backend, channel, device, os_name, arch, pins)`` turns the engine's choice (the
+backend and the device it chose) and the asset rules of ``<catalog>-assets.json`` into a Plan: one
+artifact for the backend build and, for ROCm builds that need it, one for the TheRock runtime of the
+device's gfx target.  Nothing here talks to the network; sizes and digests come later from the
+releases API (see github.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from probes.host import InputError
+from selector.catalog import CATALOG_DIR
+from selector.engine import install_dir_name
+
+THEROCK_URL_ENV = "PICK_BACKEND_THEROCK_URL"
+
+
+class NoRule(Exception):
+    """No asset rule for this recipe/backend/OS/arch, or the device lacks a part the name needs (exit 3)."""
+
+
+@dataclass
+class Artifact:
+    kind: str  # "backend" | "runtime"
+    dest: str  # relative to <cache>/bin, e.g. "llamacpp/rocm-stable" or "therock/gfx1151-7.14.0"
+    version: str  # written to version.txt
+    asset: str  # file name, or a pattern with '*' matched against the release's assets
+    repo: str | None = None  # GitHub owner/name; None for a plain URL (TheRock tarball)
+    tag: str | None = None
+    url: str | None = None  # known up front for plain URLs; from the API for GitHub assets
+    binary: str | None = None  # executable that must exist after unpacking
+    expect: str | None = None  # a path that must exist after unpacking (runtime)
+    pinned_sha256: str | None = None  # "sha256:<hex>" from the data file: wins over the API's digest
+    size: int | None = None
+    digest: str | None = None  # from the API
+    method: str | None = None  # runtime: "tarball" (Lemonade's method.txt)
+
+    @property
+    def expected_digest(self) -> str | None:
+        return self.pinned_sha256 or self.digest
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "repository": self.repo,
+            "tag": self.tag,
+            "asset": self.asset,
+            "url": self.url,
+            "size": self.size,
+            "digest": self.expected_digest,
+            "digest_source": "pinned" if self.pinned_sha256 else ("api" if self.digest else None),
+            "destination": self.dest,
+            "version": self.version,
+        }
+
+
+@dataclass
+class Plan:
+    recipe: str
+    backend: str
+    dirname: str
+    tag: str
+    artifacts: list[Artifact] = field(default_factory=list)
+
+    @property
+    def main(self) -> Artifact:
+        return self.artifacts[0]
+
+
+def assets_path(catalog_name: str) -> str:
+    return os.path.join(CATALOG_DIR, f"{catalog_name}-assets.json")
+
+
+def load_assets(catalog_name: str = "lemonade", path: str | None = None) -> dict:
+    """The asset rules of a catalog, validated; a bad file raises InputError (exit 5)."""
+    path = path or assets_path(catalog_name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {"recipes": {}}
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    _validate(data, path)
+    return data
+
+
+def _validate(data, path):
+    def need(cond, where, msg):
+        if not cond:
+            raise InputError(path, f"{where}: {msg}")
+
+    need(isinstance(data, dict), "top level", "must be a JSON object")
+    recipes = data.get("recipes", {})
+    need(isinstance(recipes, dict), "recipes", "must be an object")
+    for rname, r in recipes.items():
+        need(isinstance(r, dict), f"recipes.{rname}", "must be an object")
+        need(isinstance(r.get("binary"), str) and r["binary"], f"recipes.{rname}.binary", "must be a non-empty string")
+        backends = r.get("backends")
+        need(isinstance(backends, dict), f"recipes.{rname}.backends", "must be an object")
+        for bname, rules in backends.items():
+            where = f"recipes.{rname}.backends.{bname}"
+            need(isinstance(rules, list), where, "must be a list of rules")
+            for i, rule in enumerate(rules):
+                w = f"{where}[{i}]"
+                need(isinstance(rule, dict), w, "must be an object")
+                for key in ("os", "arch", "repo", "asset"):
+                    need(isinstance(rule.get(key), str) and rule[key], f"{w}.{key}", "must be a non-empty string")
+                need(rule.get("runtime") in (None, "therock"), f"{w}.runtime", "must be 'therock' when present")
+                need("/" in rule["repo"], f"{w}.repo", "must be owner/name")
+                need("/" not in rule["asset"] and ".." not in rule["asset"], f"{w}.asset", "must be a plain file name")
+    tr = data.get("therock")
+    if tr is not None:
+        for key in ("version", "base_url", "asset", "dir", "url_mapping"):
+            need(key in tr, f"therock.{key}", "is missing")
+
+
+def rocm_family(assets: dict, gfx: str) -> str:
+    """The release family for a gfx target (gfx1201 -> gfx120X); unlisted targets verbatim."""
+    fams = assets.get("rocm_asset_families", {})
+    return fams.get(gfx, gfx) if isinstance(fams.get(gfx, gfx), str) else gfx
+
+
+def pinned_checksum(assets: dict, repo: str | None, tag: str | None, asset: str) -> str | None:
+    """checksums.github.<owner/name>.<tag>.<asset>, or checksums.url.<file name> for plain URLs."""
+    sums = assets.get("checksums", {}) or {}
+    if repo:
+        v = (((sums.get("github") or {}).get(repo) or {}).get(tag) or {}).get(asset)
+    else:
+        v = (sums.get("url") or {}).get(asset)
+    return v if isinstance(v, str) else None
+
+
+def _fill(pattern: str, values: dict) -> str:
+    out = pattern
+    for k, v in values.items():
+        out = out.replace("{" + k + "}", v)
+    return out
+
+
+def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str, arch: str, pins: dict,
+         env=None) -> Plan:
+    """The artifacts to install for ``backend`` of ``recipe`` on ``device`` (the engine's choice)."""
+    env = os.environ if env is None else env
+    rname = recipe.name
+    dirname = install_dir_name(recipe, backend, channel)
+    rdata = assets.get("recipes", {}).get(rname)
+    if not rdata:
+        raise NoRule(f"no install rule for {rname} {backend} (no asset rules for {rname} in the catalog's assets file)")
+    rules = rdata["backends"].get(dirname) or rdata["backends"].get(backend)
+    if not rules:
+        raise NoRule(f"no install rule for {rname} {backend}" + (f" ({dirname})" if dirname != backend else ""))
+    rule = next((r for r in rules if r["os"] == os_name and r["arch"] == arch), None)
+    if rule is None:
+        have = ", ".join(f"{r['os']}/{r['arch']}" for r in rules)
+        raise NoRule(f"no install rule for {rname} {backend} on {os_name}/{arch} (published for: {have})")
+    rpins = pins.get(rname, {})
+    pin_key = rule.get("pin")
+    tag = rpins.get(pin_key) if pin_key else None
+    tag = tag or rpins.get(dirname) or rpins.get(backend)
+    if not tag:
+        raise NoRule(f"no version pin for {rname} {dirname} in the catalog's versions file")
+
+    therock = assets.get("therock") or {}
+    values = {
+        "tag": tag,
+        "tag_sha": tag.rsplit("-", 1)[-1],
+        "tag_nov": tag[1:] if tag.startswith("v") else tag,
+        "therock_mm": ".".join(str(therock.get("version", "")).split(".")[:2]),
+    }
+    pattern = rule["asset"]
+    gfx = device.family if device is not None and device.type == "amd_gpu" else None
+    if "{sm}" in pattern:
+        if device is None or device.type != "nvidia_gpu" or not device.family:
+            raise NoRule(f"{rname} {backend}: the asset name needs the GPU's CUDA target (sm_XX); "
+                         "none was found (pass --force --sm sm_89 to install for another machine)")
+        values["sm"] = device.family
+    if "{family}" in pattern:
+        if not gfx:
+            raise NoRule(f"{rname} {backend}: the asset name needs the GPU's gfx target; none was found "
+                         "(pass --force --gfx gfx1100 to install for another machine)")
+        values["family"] = rocm_family(assets, gfx)
+    asset = _fill(pattern, values)
+    main = Artifact("backend", f"{rname}/{dirname}", tag, asset, repo=rule["repo"], tag=tag, binary=rdata["binary"],
+                    pinned_sha256=pinned_checksum(assets, rule["repo"], tag, asset))
+    out = Plan(rname, backend, dirname, tag, [main])
+
+    if rule.get("runtime") == "therock":
+        if not therock:
+            raise NoRule(f"{rname} {backend} needs the TheRock runtime but the assets file has no 'therock' block")
+        if not gfx:
+            raise NoRule(f"{rname} {backend}: the TheRock runtime is chosen by the GPU's gfx target; none was found")
+        mapped = therock["url_mapping"].get(gfx)
+        if not mapped:
+            raise NoRule(f"no TheRock runtime is published for {gfx} (known: {', '.join(sorted(therock['url_mapping']))})")
+        version = therock["version"]
+        os_word = (therock.get("os_names") or {}).get(os_name, os_name)
+        rt_asset = _fill(therock["asset"], {"os": os_word, "therock": mapped, "version": version})
+        base = (env.get(THEROCK_URL_ENV) or therock["base_url"]).rstrip("/")
+        url = f"{base}/{rt_asset}"
+        dest = _fill(therock["dir"], {"arch": gfx, "version": version})
+        out.artifacts.append(Artifact("runtime", dest, version, rt_asset, url=url, expect=therock.get("expect"),
+                                      pinned_sha256=pinned_checksum(assets, None, None, rt_asset),
+                                      method="tarball"))
+    return out
