@@ -21,6 +21,9 @@ EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 LAZY: dict[str, str] = {
     "guide": "selector.cli_guide:guide_cmd",
     "labels": "selector.cli_labels:labels_cmd",
+    "install": "selector.cli_install:install_cmd",
+    "status": "selector.cli_install:status_cmd",
+    "uninstall": "selector.cli_install:uninstall_cmd",
 }
 
 
