@@ -180,16 +180,20 @@ class LiveHost(Host):
     def windows(self):
         if self.system != "Windows":
             return {}
-        from probes.windows import read_live
+        if getattr(self, "_windows", None) is None:  # read once: the probes and the capture see one answer
+            from probes.windows import read_live
 
-        return read_live()
+            self._windows = read_live()
+        return self._windows
 
     def macos(self):
         if self.system != "Darwin":
             return {}
-        from probes.macos import read_live
+        if getattr(self, "_macos", None) is None:
+            from probes.macos import read_live
 
-        return read_live()
+            self._macos = read_live()
+        return self._macos
 
 
 # --------------------------------------------------------------------------------------------

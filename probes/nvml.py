@@ -7,6 +7,8 @@ import os
 
 
 def _nvidia_possible(host) -> bool:
+    if host.system == "Darwin":
+        return False  # no NVML on macOS (CUDA for macOS ended with 10.2): skip pynvml's import
     if host.system != "Linux":
         return True
     if os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg"):
