@@ -445,3 +445,40 @@ def test_uninstall(srv, tmp_path):
     r = run_cli("uninstall", "llamacpp", "vulkann", "--cache-dir", str(cache))
     assert r.rc == 2 and "vulkan" in r.err
     assert run_cli("status", "--json", "--cache-dir", str(cache)).json()["backends"] == []
+
+
+def test_ctrl_c_mid_download_leaves_old_install_and_no_partial(srv, tmp_path, monkeypatch):
+    """KeyboardInterrupt while bytes arrive: the previous install stays, nothing half-written stays."""
+    from selector.catalog import load, load_pins
+    from selector.engine import Device
+    from selector.install import installer, resolve
+
+    monkeypatch.setenv("PICK_BACKEND_GITHUB_API", srv.url)
+    srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: llama_tar()})
+    cache = tmp_path / "c"
+    before = old_install(cache)
+    cat = load("lemonade")
+    plan = resolve.plan(resolve.load_assets("lemonade"), cat.recipes["llamacpp"], "vulkan", "stable",
+                        Device("amd_gpu", "gfx1151"), "linux", "x86_64", load_pins("lemonade"))
+
+    class Interrupting:
+        def new(self, label):
+            pass
+
+        def start(self, total, done):
+            pass
+
+        def advance(self, n):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        installer.install(plan, str(cache), "linux", progress=Interrupting())
+    assert snapshot(cache) == before
+
+
+def test_pick_path_does_not_import_requests():
+    code = ("import sys; from selector.cli import main\n"
+            "try:\n    main(['--root', %r, 'llamacpp', '--json'])\nexcept SystemExit: pass\n"
+            "sys.stderr.write('REQUESTS=%%s' %% ('requests' in sys.modules))" % STRIX)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "REQUESTS=False" in p.stderr
