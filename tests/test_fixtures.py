@@ -54,3 +54,13 @@ def test_lemonade_pick_table(name, recipe, backend):
     got = d.backend if d.ok else None
     assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
         f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
+
+
+@pytest.mark.parametrize("name,recipe,backend", _pick_cases("localai"))
+def test_localai_pick_table(name, recipe, backend):
+    from selector import catalog, engine
+
+    d = engine.decide(profile_of(name), catalog.load("localai"), recipe)
+    got = d.backend if d.ok else None
+    assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
+        f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
