@@ -130,7 +130,8 @@ def probe_human(profile, con) -> None:
         rows += 1
     for i, n in enumerate(profile.npus):
         t.add_row(f"npu{i}", n.name or f"AMD NPU {n.codename}", n.generation, n.codename, "-",
-                  "amdxdna" if n.driver_bound else "[red]not bound[/red]", n.device_node or "-")
+                  ("amdxdna" if profile.os.name == "linux" else "installed") if n.driver_bound
+                  else "[red]not bound[/red]", n.device_node or "-")
         rows += 1
     if profile.metal.available:
         t.add_row("metal", profile.metal.chip or "Apple GPU", "metal", "integrated", gib(cpu.memory_bytes), "-", "")
