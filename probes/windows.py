@@ -175,18 +175,22 @@ def _adapters(s: Section, pci_only: bool = True) -> list[tuple[str, dict, dict |
 
 
 def _memory(s: Section, key: str) -> int | None:
-    q = s.get("int", "display_adapters", key, "HardwareInformation.qwMemorySize")
-    if q:
-        return q
-    # older drivers: a 4-byte REG_BINARY (capped at 4 GB), recorded as {"binary": "<hex>"}
-    raw = s.at("display_adapters", key, "HardwareInformation.MemorySize")
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
-        return raw
-    if isinstance(raw, dict) and isinstance(raw.get("binary"), str):
-        try:
-            return int.from_bytes(bytes.fromhex(raw["binary"]), "little") or None
-        except ValueError:
-            return None
+    """VRAM: ``HardwareInformation.qwMemorySize`` (QWORD), else the older 4-byte
+    ``HardwareInformation.MemorySize`` (capped at 4 GB).  Drivers write either as an integer or as
+    REG_BINARY, recorded as ``{"binary": "<little-endian hex>"}``."""
+    for name in ("HardwareInformation.qwMemorySize", "HardwareInformation.MemorySize"):
+        raw = s.at("display_adapters", key, name)
+        if raw is None:
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("binary"), str):
+            try:
+                value = int.from_bytes(bytes.fromhex(raw["binary"]), "little")
+            except ValueError:
+                value = None
+        else:
+            value = s.get("int", "display_adapters", key, name)
+        if value:
+            return value
     return None
 
 
