@@ -1,0 +1,241 @@
+"""The LocalAI catalog (``--catalog localai``): the image of a LocalAI backend that really runs on a
+machine, or why none does.  Expectations come from LocalAI's engine pages
+(shared/reference/localai-engines.txt), written by hand."""
+
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, machine, run_cli
+
+RTX4090_570 = "linux-ubuntu24.04-rtx4090"  # driver 570.86.15
+RTX4090_575 = "linux-ubuntu24.04-rtx4090-driver575"
+RTX4090_580 = "linux-ubuntu24.04-rtx4090-driver580"
+RTX5090 = "linux-ubuntu24.04-rtx5090"
+CPU_VM = "linux-debian12-x86_64-cpu-only"
+STRIX_HALO = "linux-ubuntu24.04-strix-halo"
+SPARK = "linux-dgxos7-dgx-spark-gb10"  # capture without a recorded glibc
+SPARK_239 = "linux-dgxos7-dgx-spark-gb10-glibc2.39"
+SPARK_235 = "linux-container-ubuntu22.04-dgx-spark-gb10-glibc2.35"
+ARC = "linux-ubuntu24.04-arc-a770"
+RK3588 = "linux-ubuntu22.04-rk3588-orangepi5plus"
+RK3566 = "linux-ubuntu22.04-rk3566-quartz64a"
+
+
+def pick(name, recipe, *extra):
+    r = run_cli("--root", machine(name), "--catalog", "localai", recipe, "--json", *extra)
+    return r, r.json()["recipes"][recipe]
+
+
+def verdict(rec, backend):
+    return next(v for v in rec["backends"] if v["name"] == backend)
+
+
+# -- vllm-cpp: the CUDA image has Blackwell kernels only ----------------------------------------
+
+
+def test_rtx4090_vllm_cpp_is_vulkan_and_cuda13_names_sm_89():
+    r, rec = pick(RTX4090_570, "vllm-cpp")
+    assert r.rc == 0
+    assert r.json()["catalog"] == "localai"
+    assert rec["backend"] == "vulkan"
+    assert rec["device"]["type"] == "nvidia_gpu"
+    assert verdict(rec, "cuda13")["supported"] is False
+    assert verdict(rec, "cuda13")["reason"] == "the CUDA image has no kernels for sm_89; use vulkan or cpu"
+
+
+def test_rtx5090_vllm_cpp_is_cuda13():
+    r, rec = pick(RTX5090, "vllm-cpp")
+    assert r.rc == 0
+    assert rec["backend"] == "cuda13"
+    assert rec["device"]["family"] == "sm_120"
+    assert rec["install"] == "local-ai backends install cuda13-vllm-cpp"
+    assert rec["env"] == {"LOCALAI_FORCE_META_BACKEND_CAPABILITY": "nvidia-cuda-13"}
+
+
+# -- strata: CUDA images gated on the NVIDIA driver ---------------------------------------------
+
+
+def test_strata_driver_575_is_cuda12_because_cuda13_needs_580():
+    r, rec = pick(RTX4090_575, "strata")
+    assert r.rc == 0
+    assert rec["backend"] == "cuda12"
+    assert "580" in verdict(rec, "cuda13")["reason"] and "575.51.03" in verdict(rec, "cuda13")["reason"]
+
+
+def test_strata_driver_580_is_cuda13():
+    r, rec = pick(RTX4090_580, "strata")
+    assert r.rc == 0
+    assert rec["backend"] == "cuda13"
+    assert rec["install"] == "local-ai backends install cuda13-strata"
+
+
+def test_strata_driver_570_fits_nothing_and_names_each_driver_needed():
+    r, rec = pick(RTX4090_570, "strata")
+    assert r.rc == 3
+    assert rec["backend"] is None
+    assert "no variant fits this machine" in rec["reason"]
+    assert verdict(rec, "cuda13")["reason"] == "needs NVIDIA driver 580 or newer (found 570.86.15)"
+    assert verdict(rec, "cuda12")["reason"] == "needs NVIDIA driver 575 or newer (found 570.86.15)"
+
+
+def test_strata_human_view_prints_install_command_and_capability():
+    r = run_cli("--root", machine(RTX4090_580), "--catalog", "localai", "strata")
+    assert r.rc == 0, r.err
+    assert "local-ai backends install cuda13-strata" in r.out
+    assert "LOCALAI_FORCE_META_BACKEND_CAPABILITY=nvidia-cuda-13" in r.out
+
+
+def test_cpu_only_vm_strata_lists_every_variants_reason():
+    r = run_cli("--root", machine(CPU_VM), "--catalog", "localai", "strata")
+    assert r.rc == 3
+    assert "no variant fits this machine" in r.out
+    for backend, why in [("cuda13", "No NVIDIA GPU found"), ("cuda12", "No NVIDIA GPU found"),
+                         ("l4t-cuda13", "built for arm64 only"), ("rocm", "No AMD GPU found"),
+                         ("intel", "No Intel GPU found"), ("metal", "Requires macOS")]:
+        line = next(x for x in r.out.splitlines() if f" {backend} " in x)
+        assert why in line, line
+    js = run_cli("--root", machine(CPU_VM), "--catalog", "localai", "strata", "--json")
+    assert js.rc == 3
+    rec = js.json()["recipes"]["strata"]
+    assert rec["backend"] is None and all(v["reason"] for v in rec["backends"])
+
+
+def test_strix_halo_strata_audio_rocm_nemo_cpu_with_note():
+    r = run_cli("--root", machine(STRIX_HALO), "--catalog", "localai", "strata", "audio-cpp", "nemo-speech-cpp", "--json")
+    assert r.rc == 0
+    recs = r.json()["recipes"]
+    assert recs["strata"]["backend"] == "rocm"
+    assert recs["strata"]["device"]["family"] == "gfx1151"
+    assert recs["audio-cpp"]["backend"] == "rocm"
+    nemo = recs["nemo-speech-cpp"]
+    assert nemo["backend"] == "cpu"
+    assert any("no HIP" in n for n in verdict(nemo, "cpu")["notes"])
+    assert nemo["env"] == {"LOCALAI_FORCE_META_BACKEND_CAPABILITY": "default"}
+
+
+def test_dgx_spark_strata_needs_glibc_2_39():
+    r, rec = pick(SPARK_239, "strata")
+    assert r.rc == 0
+    assert rec["backend"] == "l4t-cuda13"
+    assert rec["install"] == "local-ai backends install cuda13-nvidia-l4t-arm64-strata"
+    r, rec = pick(SPARK_235, "strata")
+    assert r.rc == 3
+    assert verdict(rec, "l4t-cuda13")["reason"] == "needs glibc 2.39 or newer (found 2.35)"
+    r, rec = pick(SPARK, "strata")  # a capture that did not record the C library: not assumed
+    assert r.rc == 3
+    assert "glibc 2.39" in verdict(rec, "l4t-cuda13")["reason"]
+
+
+def test_intel_arc_strata_is_the_intel_image():
+    r, rec = pick(ARC, "strata")
+    assert r.rc == 0
+    assert rec["backend"] == "intel"
+    assert rec["device"] == {"type": "intel_gpu", "family": "arc", "index": 0, "name": "Intel Arc A770 (DG2-G10)"}
+
+
+def test_check_gate_uses_the_localai_catalog():
+    r = run_cli("--root", machine(RTX4090_575), "--catalog", "localai", "check", "strata", "cuda13")
+    assert r.rc == 3
+    assert "needs NVIDIA driver 580 or newer" in r.err
+    assert run_cli("--root", machine(RTX4090_575), "--catalog", "localai", "check", "strata", "cuda12").rc == 0
+
+
+# -- rkllm: Rockchip SoC from the device tree ----------------------------------------------------
+
+
+def test_rkllm_rk3588_supported_rk3566_named_unsupported():
+    r, rec = pick(RK3588, "rkllm")
+    assert r.rc == 0 and rec["backend"] == "cloud-proxy"
+    r, rec = pick(RK3566, "rkllm")
+    assert r.rc == 3
+    assert "RK3566" in verdict(rec, "cloud-proxy")["reason"]
+
+
+# -- the catalog itself --------------------------------------------------------------------------
+
+
+def test_matrix_lists_the_localai_catalog():
+    r = run_cli("--catalog", "localai", "matrix", "--json")
+    assert r.rc == 0
+    data = r.json()
+    assert data["catalog"] == "localai"
+    assert {"vllm-cpp", "strata", "audio-cpp", "nemo-speech-cpp", "whisper-medusa", "rkllm"} <= set(data["recipes"])
+    assert [row["backend"] for row in data["recipes"]["audio-cpp"]["rows"]] == ["cuda13", "cuda12", "rocm", "metal", "cpu"]
+    human = run_cli("--catalog", "localai", "matrix", "strata")
+    assert human.rc == 0 and "nvidia_driver_min 580" in human.out
+
+
+def test_unknown_recipe_in_localai_suggests_the_closest():
+    r = run_cli("--root", machine(CPU_VM), "--catalog", "localai", "stratta")
+    assert r.rc == 2
+    assert "strata" in r.err
+
+
+def _catalog_with(tmp_path, **row_changes):
+    with open(os.path.join(ROOT, "selector", "catalogs", "localai.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    data["recipes"]["strata"]["rows"][0].update(row_changes)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"requires": {"nvidia_driver": "580"}}, "recipes.strata.rows[0].requires.nvidia_driver"),
+    ({"requires": {"nvidia_driver_min": "new"}}, "recipes.strata.rows[0].requires.nvidia_driver_min"),
+    ({"env": {"LOCALAI_FORCE_META_BACKEND_CAPABILITY": 13}}, "recipes.strata.rows[0].env"),
+    ({"device_notes": {"gpu": "x"}}, "recipes.strata.rows[0].device_notes"),
+])
+def test_bad_catalog_entry_is_exit_5_naming_file_and_entry(tmp_path, change, words):
+    path = _catalog_with(tmp_path, **change)
+    r = run_cli("--root", machine(CPU_VM), "--catalog", path, "strata")
+    assert r.rc == 5
+    assert "bad.json" in r.err and words in r.err
+    assert "Traceback" not in r.err
+
+
+def test_lemonade_stays_the_default_catalog_without_localai_fields():
+    r = run_cli("--root", machine(RTX4090_580), "llamacpp", "--json")
+    assert r.rc == 0
+    data = r.json()
+    assert data["catalog"] == "lemonade"
+    rec = data["recipes"]["llamacpp"]
+    assert "install" not in rec and "env" not in rec
+    assert all("install" not in v for v in rec["backends"])
+
+
+# -- version comparison and the glibc fact --------------------------------------------------------
+
+
+@pytest.mark.parametrize("have,need,ok", [
+    ("575.51.03", "575", True), ("570.86.15", "575", False), ("580", "580", True),
+    ("2.39", "2.39", True), ("2.39", "2.4", True), ("2.35", "2.39", False), ("15.1", "15", True),
+    ("14.7.1", "15", False), (None, "575", None), ("garbage", "575", None),
+])
+def test_versions_compare_number_by_number(have, need, ok):
+    from selector.requires import at_least
+
+    assert at_least(have, need) is ok
+
+
+def test_glibc_comes_from_the_capture_and_bad_values_are_a_warning(tmp_path):
+    import shutil
+
+    from probes import probe
+    from probes.host import CaptureHost
+
+    assert probe(CaptureHost(machine(SPARK_239))).os.glibc == "2.39"
+    dest = tmp_path / "m"
+    shutil.copytree(machine(SPARK_239), dest, symlinks=True)
+    cap = json.loads((dest / "capture.json").read_text())
+    cap["libc"] = {"name": "glibc", "version": "two"}
+    (dest / "capture.json").write_text(json.dumps(cap))
+    prof = probe(CaptureHost(str(dest)))
+    assert prof.os.glibc is None
+    assert any(w.probe == "libc" for w in prof.warnings)
+    cap["libc"] = "2.39"
+    (dest / "capture.json").write_text(json.dumps(cap))
+    r = run_cli("--root", str(dest), "--catalog", "localai", "strata")
+    assert r.rc == 5 and "libc" in r.err
