@@ -239,3 +239,14 @@ def test_glibc_comes_from_the_capture_and_bad_values_are_a_warning(tmp_path):
     (dest / "capture.json").write_text(json.dumps(cap))
     r = run_cli("--root", str(dest), "--catalog", "localai", "strata")
     assert r.rc == 5 and "libc" in r.err
+
+
+@pytest.mark.parametrize("name", [RTX5090, STRIX_HALO, SPARK_235])
+def test_localai_pick_json_follows_the_documented_schema(name):
+    import jsonschema
+
+    from test_json_contract import schema
+
+    r = run_cli("--root", machine(name), "--catalog", "localai", "pick", "--all", "--json")
+    assert r.rc == 0, r.err
+    jsonschema.validate(r.json(), schema("pick"))
