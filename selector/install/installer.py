@@ -77,6 +77,8 @@ def install(plan: Plan, cache: str, os_name: str, allow_unverified: bool = False
         todo: list[Artifact] = []
         for a in plan.artifacts:
             d = dest_path(cache, a)
+            if not os.path.lexists(d) and os.path.isdir(d + ".old"):
+                os.rename(d + ".old", d)  # a crash between the two renames of an earlier swap
             if not reinstall and read_version(d) == a.version:
                 results.append(_result(a, d, "present", read_record(d)))
             else:
