@@ -102,12 +102,15 @@ class LiveHost(Host):
     description = "this machine"
 
     def __init__(self):
-        import platform
+        if hasattr(os, "uname"):  # POSIX: no need to import platform (milliseconds at start-up)
+            uname = os.uname()
+            self.system = {"linux": "Linux", "darwin": "Darwin"}.get(uname.sysname.lower(), uname.sysname)
+            self.machine, self.release = uname.machine, uname.release
+        else:
+            import platform
 
-        uname = platform.uname()
-        self.system = uname.system
-        self.machine = uname.machine
-        self.release = uname.release
+            uname = platform.uname()
+            self.system, self.machine, self.release = uname.system, uname.machine, uname.release
         self.env = dict(os.environ)
         self._nvml = None
 
@@ -142,21 +145,47 @@ class LiveHost(Host):
         return os.path.lexists(path)
 
     def which(self, name):
-        import shutil
+        if os.name == "nt":
+            import shutil
 
-        return shutil.which(name)
+            return shutil.which(name)
+        for d in self.env.get("PATH", os.defpath).split(os.pathsep):
+            path = os.path.join(d or ".", name)
+            if os.access(path, os.X_OK) and not os.path.isdir(path):
+                return path
+        return None
 
-    def vulkan_loader(self):
+    def library_known(self, soname: str) -> bool:
+        """Could the dynamic loader find ``soname``?  Answers from the ld.so cache and
+        LD_LIBRARY_PATH without loading anything (Linux); True elsewhere (then ask ctypes)."""
+        if self.system != "Linux":
+            return True
+        for d in self.env.get("LD_LIBRARY_PATH", "").split(":"):
+            if d and os.path.exists(os.path.join(d, soname)):
+                return True
+        try:
+            with open("/etc/ld.so.cache", "rb") as f:
+                return soname.encode() + b"\0" in f.read()
+        except OSError:
+            return True  # no cache to ask: let ctypes decide
+
+    def load_library(self, *names: str) -> bool:
+        candidates = [n for n in names if self.library_known(n)]
+        if not candidates:
+            return False
         import ctypes
 
-        names = {"Windows": ["vulkan-1.dll"], "Darwin": ["libvulkan.1.dylib", "libMoltenVK.dylib"]}
-        for lib in names.get(self.system, ["libvulkan.so.1"]):
+        for lib in candidates:
             try:
                 ctypes.CDLL(lib)
                 return True
             except OSError:
                 continue
         return False
+
+    def vulkan_loader(self):
+        names = {"Windows": ["vulkan-1.dll"], "Darwin": ["libvulkan.1.dylib", "libMoltenVK.dylib"]}
+        return self.load_library(*names.get(self.system, ["libvulkan.so.1"]))
 
     def nvml(self):
         if self._nvml is None:

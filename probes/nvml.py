@@ -22,11 +22,7 @@ def query_live(host, timeout: float = 5.0) -> dict:
     if not _nvidia_possible(host):
         # No device, no kernel module: say whether the user-space library is there without
         # paying for pynvml's import.
-        import ctypes
-
-        try:
-            ctypes.CDLL("libnvidia-ml.so.1")
-        except OSError:
+        if not host.load_library("libnvidia-ml.so.1"):
             return {"error": "LibraryNotFound"}
         return {"error": "DriverNotLoaded"}
     import threading

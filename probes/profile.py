@@ -1,26 +1,24 @@
 """The Profile: everything the probes found, and the only thing that crosses to the engine.
 
-Plain dataclasses with a JSON round trip (``to_dict`` / ``from_dict``) matching the Profile JSON of
+Plain records (probes.record: dataclass-like, cheaper to define) with a JSON round trip (``to_dict`` / ``from_dict``) matching the Profile JSON of
 DESIGN.md.  ``from_dict`` validates, so a saved profile from another machine (``--profile FILE``)
 fails with a message naming the field instead of a traceback.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from probes.record import Record, as_dict, field
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
-class Distro:
+class Distro(Record):
     id: str = ""
     version: str = ""
     like: str = ""
 
 
-@dataclass
-class OS:
+class OS(Record):
     name: str = "linux"  # linux | windows | macos | the raw platform.system() lower-cased
     version: str = ""  # kernel release on Linux, product version on Windows/macOS
     distro: Distro = field(default_factory=Distro)
@@ -30,8 +28,7 @@ class OS:
     glibc: str | None = None  # Linux: the C library version, when known
 
 
-@dataclass
-class CPU:
+class CPU(Record):
     arch: str = "x86_64"
     brand: str = ""
     cores: int | None = None
@@ -40,16 +37,14 @@ class CPU:
     emulated: bool = False  # the Python process runs translated (Rosetta, x64-on-ARM)
 
 
-@dataclass
-class PCI:
+class PCI(Record):
     vendor: str = ""
     device: str = ""
     revision: str | None = None
     bus_id: str | None = None
 
 
-@dataclass
-class AmdGpu:
+class AmdGpu(Record):
     index: int = 0
     name: str = ""
     pci: PCI = field(default_factory=PCI)
@@ -62,8 +57,7 @@ class AmdGpu:
     driver: str | None = None
 
 
-@dataclass
-class NvidiaGpu:
+class NvidiaGpu(Record):
     index: int = 0
     name: str = ""
     sm: str | None = None
@@ -76,8 +70,7 @@ class NvidiaGpu:
     pci: PCI | None = None
 
 
-@dataclass
-class Npu:
+class Npu(Record):
     vendor: str = "amd"
     pci: PCI = field(default_factory=PCI)
     generation: str = "unknown"  # XDNA1 | XDNA2 | unknown
@@ -87,34 +80,29 @@ class Npu:
     name: str | None = None
 
 
-@dataclass
-class IntelGpu:
+class IntelGpu(Record):
     name: str = ""
     pci: PCI = field(default_factory=PCI)
     arc: bool = False
 
 
-@dataclass
-class Metal:
+class Metal(Record):
     available: bool = False
     chip: str | None = None
     note: str | None = None
 
 
-@dataclass
-class Vulkan:
+class Vulkan(Record):
     loader: bool = False
     gpu_drivers: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Warning_:
+class Warning_(Record):
     probe: str
     message: str
 
 
-@dataclass
-class Profile:
+class Profile(Record):
     os: OS = field(default_factory=OS)
     cpu: CPU = field(default_factory=CPU)
     amd_gpus: list[AmdGpu] = field(default_factory=list)
@@ -132,7 +120,7 @@ class Profile:
         self.warnings.append(Warning_(probe, message))
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = as_dict(self)
         out = {"schema_version": d.pop("schema_version")}
         out.update(d)
         return out
@@ -173,14 +161,10 @@ _LISTS = {
     "warnings": Warning_,
     "intel_gpus": IntelGpu,
 }
-_FIELDS_CACHE: dict = {}
 
 
 def _fields(cls):
-    f = _FIELDS_CACHE.get(cls)
-    if f is None:
-        f = _FIELDS_CACHE[cls] = {x.name: x for x in fields(cls)}
-    return f
+    return cls._types
 
 
 def _check_scalar(value, typ: str, where, path):
@@ -210,7 +194,7 @@ def _build(cls, data, where, prefix):
         raise ProfileError(where, prefix, "must be a JSON object")
     kwargs = {}
     known = _fields(cls)
-    for name, f in known.items():
+    for name, ftype in known.items():
         if name not in data:
             continue
         value = data[name]
@@ -219,15 +203,15 @@ def _build(cls, data, where, prefix):
             if not isinstance(value, list):
                 raise ProfileError(where, path, "must be a list")
             kwargs[name] = [_build(_LISTS[name], v, where, f"{path}[{i}]") for i, v in enumerate(value)]
-        elif name in _NESTED and isinstance(f.type, str) and not f.type.startswith(("str", "int", "bool")):
-            if value is None and "None" in f.type:
+        elif name in _NESTED and not ftype.startswith(("str", "int", "bool")):
+            if value is None and "None" in ftype:
                 kwargs[name] = None
             else:
                 kwargs[name] = _build(_NESTED[name], value, where, path)
         elif name == "schema_version":
             kwargs[name] = value
         else:
-            kwargs[name] = _check_scalar(value, f.type, where, path)
+            kwargs[name] = _check_scalar(value, ftype, where, path)
     try:
         return cls(**kwargs)
     except TypeError as e:  # a required field (warnings[].probe) is missing

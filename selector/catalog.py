@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from probes.host import InputError
+from probes.record import FrozenRecord, Record, field
 
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 BUILTIN = ("lemonade", "localai")
@@ -25,8 +25,7 @@ TIERS = ("core", "experimental", "guest")
 FORMATS = ("native", "container", "python")
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(FrozenRecord):
     backend: str
     tier: str
     format: str
@@ -37,8 +36,7 @@ class Row:
     extra: dict = field(default_factory=dict, compare=False, hash=False)  # catalog-specific fields
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(FrozenRecord):
     recipe: str
     backend: str
     family: str
@@ -47,16 +45,14 @@ class Gate:
     reason: str
 
 
-@dataclass(frozen=True)
-class Exclusion:
+class Exclusion(FrozenRecord):
     backend: str
     device_type: str
     families: tuple[str, ...]
     reason: str
 
 
-@dataclass
-class Recipe:
+class Recipe(Record):
     name: str
     display_name: str
     selectable_backend: bool
@@ -83,8 +79,7 @@ class Recipe:
         return None
 
 
-@dataclass
-class Catalog:
+class Catalog(Record):
     name: str
     title: str
     source: str

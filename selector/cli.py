@@ -19,6 +19,11 @@ EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 
 # command name -> "module:function", imported on first use
 LAZY: dict[str, str] = {
+    "probe": "selector.cli_commands:probe_cmd",
+    "capture": "selector.cli_commands:capture_cmd",
+    "check": "selector.cli_commands:check_cmd",
+    "matrix": "selector.cli_commands:matrix_cmd",
+    "recipes": "selector.cli_commands:recipes_cmd",
     "guide": "selector.cli_guide:guide_cmd",
     "labels": "selector.cli_labels:labels_cmd",
     "install": "selector.cli_install:install_cmd",
@@ -198,39 +203,6 @@ def main_group(ctx, **kwargs):
     ctx.obj = {k: v for k, v in kwargs.items()}
 
 
-@main_group.command("probe")
-@common
-@click.option("--json", "as_json", is_flag=True, help="Print the Profile JSON.")
-@click.option("--detailed", is_flag=True, help="Also ask py-cpuinfo (slow: over a second).")
-@click.pass_context
-def probe_cmd(ctx, as_json, detailed, **kwargs):
-    """Probe the machine (OS, CPU, AMD/NVIDIA GPUs, NPUs, Metal, Vulkan)."""
-    from selector import render
-
-    o = Opts(ctx, kwargs)
-    profile = o.profile(detailed=detailed)
-    if as_json:
-        render.emit_json(profile.to_dict())
-    else:
-        render.probe_human(profile, render.console())
-
-
-@main_group.command("capture")
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Also print the Profile JSON.")
-def capture_cmd(directory, as_json):
-    """Write a capture of this machine to DIRECTORY (replay it with --root DIRECTORY)."""
-    from probes.capture import write_capture
-    from selector import render
-
-    profile = write_capture(directory)
-    if as_json:
-        render.emit_json(profile)
-    else:
-        n = sum(len(files) for _, _, files in os.walk(os.path.join(directory, "fs")))
-        click.echo(f"captured {n} files to {directory} (replay: pick-backend --root {directory} probe)")
-
-
 @main_group.command("pick")
 @click.argument("recipes", nargs=-1)
 @common
@@ -252,105 +224,16 @@ def pick_cmd(ctx, recipes, all_, backend, as_json, **kwargs):
                                "`pick-backend recipes` lists them")
     names = o.recipe_names(recipes, all_)
     profile, cat, s, decisions, warnings = decide_all(o, names, backend)
-    from selector.guide import add_advice
+    if profile.amd_gpus:  # the guide is written for Radeon machines: elsewhere it has nothing to add
+        from selector.guide import add_advice
 
-    add_advice(profile, decisions)  # the guide's warnings; its file is opened only when one can bite
+        add_advice(profile, decisions)  # the guide's warnings; its file is opened only when one can bite
     if as_json:
         render.emit_json(render.pick_json(profile, cat, s, decisions, warnings))
     else:
         render.picks_human(profile, cat, decisions, render.console(), s, warnings)
     if not all_ and not all(d.ok for d in decisions):
         sys.exit(EXIT_UNSUPPORTED)
-
-
-@main_group.command("check")
-@click.argument("recipe")
-@click.argument("backend")
-@common
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
-@click.pass_context
-def check_cmd(ctx, recipe, backend, as_json, **kwargs):
-    """Installer gate: exit 0 when BACKEND of RECIPE is supported here, 3 when not."""
-    from selector import render
-
-    o = Opts(ctx, kwargs)
-    (name,) = o.recipe_names([recipe])
-    if backend not in o.catalog().recipes[name].backends:
-        raise Fail(EXIT_USAGE, did_you_mean(backend, o.catalog().recipes[name].backends, f"backend of {name}"))
-    profile, cat, s, (d,), warnings = decide_all(o, [name])
-    v = d.verdict(backend)
-    if as_json:
-        render.emit_json({
-            "schema_version": render.PICK_SCHEMA_VERSION,
-            "catalog": cat.name,
-            "host": render.host_summary(profile),
-            "recipe": name,
-            "backend": backend,
-            "supported": v.supported,
-            "state": v.state,
-            "reason": v.reason,
-            "device": v.device.to_dict() if v.device else None,
-            "notes": v.notes,
-            "pick": d.backend,
-        })
-    elif v.supported:
-        click.echo(f"{name} {backend}: supported on {render._device_words(v.device)} ({v.state})")
-    else:
-        click.echo(f"{name} {backend}: unsupported: {v.reason}", err=True)
-    sys.exit(EXIT_OK if v.supported else EXIT_UNSUPPORTED)
-
-
-@main_group.command("matrix")
-@click.argument("recipe", required=False)
-@common
-@click.option("--here", is_flag=True, help="Add this machine's verdict for every recipe x backend.")
-@click.option("--json", "as_json", is_flag=True, help="Print the catalog (and verdicts) as JSON.")
-@click.pass_context
-def matrix_cmd(ctx, recipe, here, as_json, **kwargs):
-    """Show the support matrix of the catalog."""
-    from selector import render
-
-    o = Opts(ctx, kwargs)
-    cat = o.catalog()
-    names = o.recipe_names([recipe] if recipe else [])
-    verdicts = None
-    if here:
-        _, _, _, decisions, _ = decide_all(o, names)
-        verdicts = {(d.recipe, v.name): v for d in decisions for v in d.backends}
-    if as_json:
-        out = {"schema_version": 1, "catalog": cat.name, "title": cat.title, "source": cat.source, "recipes": {}}
-        for n in names:
-            r = cat.recipes[n]
-            rows = []
-            for row in r.rows:
-                item = {"backend": row.backend, "tier": row.tier, "format": row.format, "os": list(row.os),
-                        "devices": {t: list(f) for t, f in row.devices}}
-                if verdicts is not None:
-                    v = verdicts[(n, row.backend)]
-                    item["here"] = {"supported": v.supported, "state": v.state, "reason": v.reason}
-                rows.append(item)
-            out["recipes"][n] = {"display_name": r.display_name, "rows": rows}
-        render.emit_json(out)
-    else:
-        render.matrix_human(cat, names, render.console(), verdicts)
-
-
-@main_group.command("recipes")
-@common
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def recipes_cmd(ctx, as_json, **kwargs):
-    """List the recipes of the catalog."""
-    from selector import render
-
-    o = Opts(ctx, kwargs)
-    cat = o.catalog()
-    if as_json:
-        render.emit_json({n: {"display_name": r.display_name, "backends": r.backends} for n, r in cat.recipes.items()})
-        return
-    width = max(len(n) for n in cat.recipes)
-    for n, r in cat.recipes.items():
-        click.echo(f"{n.ljust(width)}  {r.display_name}  [{', '.join(r.backends)}]")
 
 
 def main(argv=None):

@@ -8,7 +8,7 @@ type), built once per profile and reused for every recipe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from probes.record import Record, field
 
 from selector.catalog import ACCELERATORS, DISPLAY_FIELDS, Catalog, Recipe, Row
 
@@ -26,8 +26,7 @@ TYPE_WORDS = {
 }
 
 
-@dataclass
-class Settings:
+class Settings(Record):
     channel: str = "stable"
     prefer_system: bool = False
     policy: str = "accelerator-first"
@@ -42,19 +41,20 @@ class Settings:
         return {"channel": self.channel, "prefer_system": self.prefer_system, "policy": self.policy}
 
 
-@dataclass
-class Device:
+class Device(Record):
     type: str
     family: str | None
     index: int | None = None
     name: str | None = None
 
+    def __init__(self, type, family, index=None, name=None):  # hot path: spelled out
+        self.type, self.family, self.index, self.name = type, family, index, name
+
     def to_dict(self) -> dict:
         return {"type": self.type, "family": self.family, "index": self.index, "name": self.name}
 
 
-@dataclass
-class Verdict:
+class Verdict(Record):
     name: str
     tier: str
     format: str
@@ -64,6 +64,12 @@ class Verdict:
     device: Device | None
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # catalog display fields of the row (install, env)
+
+    def __init__(self, name, tier, format, supported, state, reason, device, notes=None, extra=None):  # hot path
+        self.name, self.tier, self.format, self.supported = name, tier, format, supported
+        self.state, self.reason, self.device = state, reason, device
+        self.notes = [] if notes is None else notes
+        self.extra = {} if extra is None else extra
 
     @property
     def on_cpu(self) -> bool:
@@ -83,8 +89,7 @@ class Verdict:
         }
 
 
-@dataclass
-class Decision:
+class Decision(Record):
     recipe: str
     backend: str | None
     device: Device | None
@@ -373,7 +378,7 @@ def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, i
     for row in recipe.rows:
         dev, why, notes = evaluate_row(m, catalog, recipe, row, settings, channel)
         v = by_name.get(row.backend)
-        shown = {k: row.extra[k] for k in DISPLAY_FIELDS if k in row.extra}
+        shown = _shown(row)
         if v is None:
             v = by_name[row.backend] = Verdict(row.backend, row.tier, row.format, dev is not None, "", why, dev, notes,
                                                shown)
@@ -391,11 +396,24 @@ def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, i
     return out
 
 
+def _shown(row: Row) -> dict:
+    """The row's display fields (install command, env), computed once per catalog row."""
+    shown = row.__dict__.get("_shown")
+    if shown is None:
+        shown = row.__dict__["_shown"] = {k: row.extra[k] for k in DISPLAY_FIELDS if k in row.extra}
+    return shown
+
+
 def _row_os_of(recipe: Recipe, backend: str) -> list[str]:
-    seen = []
-    for r in recipe.rows:
-        if r.backend == backend:
-            seen += [o for o in r.os if o not in seen]
+    """Every OS any row of ``backend`` names, in catalog order (cached on the recipe)."""
+    cache = recipe.__dict__.setdefault("_oses", {})
+    seen = cache.get(backend)
+    if seen is None:
+        seen = []
+        for r in recipe.rows:
+            if r.backend == backend:
+                seen += [o for o in r.os if o not in seen]
+        cache[backend] = seen
     return seen
 
 
@@ -458,7 +476,10 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                                     prefer_system_by_recipe=settings.prefer_system_by_recipe)
             # Lemonade's rule lets Vulkan match any AMD GPU: its verdicts differ only where an
             # exclusion applies
-            lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if catalog.exclusions else vs
+            excluded = m.amd is not None and any(
+                ex.device_type == "amd_gpu" and ex.backend in recipe.backends and _matches_family(m.amd.gfx, ex.families)
+                for ex in catalog.exclusions)
+            lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if excluded else vs
             other, _ = choose(lem, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
                 notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported row; "

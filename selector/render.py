@@ -54,7 +54,7 @@ def pick_json(profile, catalog, settings, decisions, extra_warnings=()) -> dict:
 def console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, emoji=False)
 
 
 def _device_words(dev) -> str:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from probes.record import Record
 
 from probes.util import parse_hex
 
 BASE = "/sys/bus/pci/devices"
 
 
-@dataclass
-class PciDevice:
+class PciDevice(Record):
     bus_id: str
     vendor: str
     device: str | None
