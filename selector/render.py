@@ -151,8 +151,8 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
     from rich.table import Table
     from rich.text import Text
 
-    con.print(f"[dim]{os_line(profile)} · catalog {catalog.name}"
-              + (f" · channel {settings.channel} · policy {settings.policy}" if settings else "") + "[/dim]")
+    con.print(f"[dim]{os_line(profile)} · {catalog.name}"
+              + (f" · {settings.channel} · {settings.policy}" if settings else "") + "[/dim]")
     for d in decisions:
         recipe = catalog.recipes[d.recipe]
         con.print()
@@ -199,9 +199,12 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         for n in d.notes:
             con.print(f"  [cyan]i[/cyan] {n}")
         render_warnings(con, d.warnings)
-    if profile.warnings or extra_warnings:
+    # "no NVIDIA driver" matters on a machine with an NVIDIA card; elsewhere `probe` still says it
+    shown = [w for w in profile.warnings
+             if not (w.probe == "nvidia" and not profile.nvidia_gpus and w.message.startswith("No NVIDIA driver"))]
+    if shown or extra_warnings:
         con.print()
-        render_warnings(con, [f"{w.probe}: {w.message}" for w in profile.warnings] + list(extra_warnings))
+        render_warnings(con, [f"{w.probe}: {w.message}" for w in shown] + list(extra_warnings))
 
 
 def matrix_human(catalog, recipes, con, verdicts=None) -> None:
