@@ -45,6 +45,34 @@ class InputError(Exception):
         super().__init__(f"{self.path}: {message}")
 
 
+_NOT_GIVEN = object()
+
+
+def read_json(path, missing: str, default=_NOT_GIVEN):
+    """Parse a JSON input file (capture, catalog, config, profile, guide...).  Every failure is an
+    InputError naming the file (exit 5); ``missing`` says what a file that is not there means,
+    unless ``default`` is given, which is then returned instead."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        if default is not _NOT_GIVEN:
+            return default
+        raise InputError(path, missing) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+
+
+def need(cond, path, where: str, message: str) -> None:
+    """Validation step of a data-file loader: raise InputError naming the file and the entry."""
+    if not cond:
+        raise InputError(path, f"{where}: {message}")
+
+
 class Host:
     """Interface.  Paths are absolute POSIX paths as on the probed machine."""
 
@@ -245,17 +273,7 @@ class CaptureHost(Host):
         self.fs = os.path.join(self.root, "fs")
         self.description = f"capture {root}"
         path = os.path.join(self.root, "capture.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            raise InputError(path, "no capture.json (is this a capture directory?)") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(path, f"cannot read: {e}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+        data = read_json(path, "no capture.json (is this a capture directory?)")
         if not isinstance(data, dict):
             raise InputError(path, "top level must be a JSON object")
         fmt = data.get("format")

@@ -9,11 +9,10 @@ See docs/catalogs.md for the format.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 
-from probes.host import InputError
+from probes.host import InputError, need, read_json
 from probes.record import FrozenRecord, Record, field
 
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
@@ -108,21 +107,11 @@ def load(name_or_path: str = "lemonade") -> Catalog:
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> Catalog:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(path, "catalog file not found (built-in catalogs: " + ", ".join(BUILTIN) + ")") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+    data = read_json(path, "catalog file not found (built-in catalogs: " + ", ".join(BUILTIN) + ")")
     return parse(data, path)
 
 
-def _need(cond, path, where, message):
-    if not cond:
-        raise InputError(path, f"{where}: {message}")
+_need = need
 
 
 def _strs(value, path, where, allowed=None, empty_ok=True):
@@ -259,11 +248,7 @@ def parse(data, path: str = "<catalog>") -> Catalog:
 def load_pins(catalog_name: str) -> dict:
     """Bundled version pins ``{recipe: {backend: tag}}`` (``<catalog>-versions.json``)."""
     path = os.path.join(CATALOG_DIR, f"{catalog_name}-versions.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise InputError(path, f"cannot read version pins: {e}") from None
+    data = read_json(path, "", default={})
+    if not isinstance(data, dict):
+        raise InputError(path, "version pins must be a JSON object {recipe: {backend: tag}}")
     return {k: v for k, v in data.items() if not k.startswith("_") and isinstance(v, dict)}

@@ -14,13 +14,12 @@ apply, so the everyday pick does not pay for it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from probes.host import InputError
+from probes.host import need, read_json
 
 GUIDE_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 DEFAULT_GUIDE = "guide-amd"
@@ -116,21 +115,11 @@ def load(name_or_path: str | None = None) -> Guide:
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> Guide:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(path, f"guide file not found (built-in guide: {DEFAULT_GUIDE})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+    data = read_json(path, f"guide file not found (built-in guide: {DEFAULT_GUIDE})")
     return parse(data, path)
 
 
-def _need(cond, path, where, message):
-    if not cond:
-        raise InputError(path, f"{where}: {message}")
+_need = need
 
 
 def _text(value, path, where, optional=False):

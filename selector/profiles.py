@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from probes.host import InputError
+from probes.host import InputError, read_json
 from probes.profile import Profile, ProfileError
 
 
@@ -18,15 +18,7 @@ def parse_profile(data, where: str) -> Profile:
 
 
 def read_profile(path: str) -> Profile:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(path, "profile file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+    data = read_json(path, "profile file not found")
     return parse_profile(data, path)
 
 

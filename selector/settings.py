@@ -7,25 +7,16 @@ type is an InputError naming the key (exit 5).
 
 from __future__ import annotations
 
-import json
 import os
 
-from probes.host import InputError
+from probes.host import InputError, read_json
 from selector.engine import CHANNELS, POLICIES, Settings
 
 RECIPE_KEYS = {"backend": str, "prefer_system": bool}
 
 
 def read_config(path: str, recipes) -> tuple[dict, list[str]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(path, "config file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+    data = read_json(path, "config file not found")
     if not isinstance(data, dict):
         raise InputError(path, "top level must be a JSON object")
     warnings = []

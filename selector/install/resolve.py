@@ -9,11 +9,10 @@ releases API (see github.py).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
-from probes.host import InputError
+from probes.host import InputError, read_json
 from selector.catalog import CATALOG_DIR
 from selector.engine import install_dir_name
 
@@ -79,15 +78,7 @@ def assets_path(catalog_name: str) -> str:
 def load_assets(catalog_name: str = "lemonade", path: str | None = None) -> dict:
     """The asset rules of a catalog, validated; a bad file raises InputError (exit 5)."""
     path = path or assets_path(catalog_name)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {"recipes": {}}
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+    data = read_json(path, "", default={"recipes": {}})
     _validate(data, path)
     return data
 
