@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from probes.record import Record, field
 
+from selector import requires
 from selector.catalog import ACCELERATORS, DISPLAY_FIELDS, Catalog, Recipe, Row
 
 POLICIES = ("accelerator-first", "lemonade")
@@ -301,12 +302,7 @@ def _check_requires(m: Machine, row: Row) -> str:
     """Extra conditions of a row beyond OS and device; '' when met."""
     if row.format == "container" and not (m.executables.get("docker") or m.executables.get("podman")):
         return "needs docker or podman"
-    exe = row.requires.get("executable")
-    if exe and not m.executables.get(exe):
-        return f"{exe} is not on PATH"
-    from selector import requires as extra  # schema extensions (driver, glibc, macOS versions...)
-
-    return extra.check(m, row)
+    return requires.check(m, row)
 
 
 def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
@@ -314,9 +310,7 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     if m.os not in row.os:
         return None, _os_reason(row.os), []
     if row.requires.get("arch") and m.arch not in row.requires["arch"]:  # a platform fact, like the OS
-        from selector.requires import arch_reason
-
-        return None, arch_reason(m.arch, row.requires["arch"]), []
+        return None, requires.arch_reason(m.arch, row.requires["arch"]), []
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     reasons = []
     for dtype, fams in entries:

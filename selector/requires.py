@@ -13,7 +13,7 @@ import re
 # key -> kind of value: "str" (non-empty string), "version" (a dotted number: "575", "2.39"),
 # "strs" (non-empty list of strings)
 KEYS = {
-    "executable": "str",  # a program on PATH (checked by the engine itself)
+    "executable": "str",  # a program on PATH
     "arch": "strs",  # CPU architectures the image is built for: x86_64, arm64
     "nvidia_driver_min": "version",  # NVIDIA kernel driver, e.g. "580"
     "glibc_min": "version",  # the C library of a Linux host, e.g. "2.39"
@@ -63,43 +63,37 @@ def arch_reason(arch: str, wanted) -> str:
     return f"the image is built for {_words(list(wanted))} only (found {arch})"
 
 
+# version gates: key -> (what, how to read the machine's version)
+_MINIMUMS = {
+    "nvidia_driver_min": ("NVIDIA driver", lambda m: m.nvidia.driver_version if m.nvidia is not None else None),
+    "glibc_min": ("glibc", lambda m: m.profile.os.glibc),
+    "macos_min": ("macOS", lambda m: m.profile.os.version if m.os == "macos" else None),
+}
+
+
 def check(m, row) -> str:
     """'' when every condition of the row holds, else the reason in words."""
     req = row.requires
     if not req:
         return ""
-    profile = m.profile
+    exe = req.get("executable")
+    if exe and not m.executables.get(exe):
+        return f"{exe} is not on PATH"
     arch = req.get("arch")
     if arch and m.arch not in arch:
         return arch_reason(m.arch, arch)
-    need = req.get("nvidia_driver_min")
-    if need:
-        have = m.nvidia.driver_version if m.nvidia is not None else None
-        ok = at_least(have, need)
-        if ok is None:
-            return f"needs NVIDIA driver {need} or newer (driver version unknown)"
-        if not ok:
-            return f"needs NVIDIA driver {need} or newer (found {have})"
-    need = req.get("glibc_min")
-    if need:
-        have = profile.os.glibc
-        ok = at_least(have, need)
-        if ok is None:
-            return f"needs glibc {need} or newer (glibc version unknown)"
-        if not ok:
-            return f"needs glibc {need} or newer (found {have})"
-    need = req.get("macos_min")
-    if need:
-        have = profile.os.version if m.os == "macos" else None
-        ok = at_least(have, need)
-        if ok is None:
-            return f"needs macOS {need} or newer (macOS version unknown)"
-        if not ok:
-            return f"needs macOS {need} or newer (found {have})"
+    for key, (what, read) in _MINIMUMS.items():
+        need = req.get(key)
+        if need:
+            have = read(m)
+            ok = at_least(have, need)
+            if not ok:
+                found = f"found {have}" if ok is False else f"{what} version unknown"
+                return f"needs {what} {need} or newer ({found})"
     boards = req.get("boards")
     if boards:
-        tokens = _board_tokens(profile.board)
-        if not tokens & {b.lower() for b in boards}:
-            found = f"found {profile.board}" if profile.board else "no such board found"
+        board = m.profile.board
+        if not _board_tokens(board) & {b.lower() for b in boards}:
+            found = f"found {board}" if board else "no such board found"
             return f"needs a {_words(boards)} board ({found})"
     return ""
