@@ -1,0 +1,61 @@
+"""Many saved Profiles in one process: `pick --profile DIR|FILE.jsonl|- --json`, one JSON line each,
+equal to what the single-profile command says about each machine."""
+
+import json
+
+from conftest import machine
+
+MACHINES = ["linux-ubuntu24.04-strix-halo", "linux-ubuntu24.04-rtx4090", "linux-debian12-x86_64-cpu-only"]
+
+
+def _profiles(cli):
+    return {name: cli("--root", machine(name), "probe", "--json").json() for name in MACHINES}
+
+
+def test_directory_of_profiles(cli, tmp_path):
+    profs = _profiles(cli)
+    for name, p in profs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(p))
+    r = cli("pick", "llamacpp", "--json", "--profile", str(tmp_path))
+    assert r.rc == 0, r.err
+    lines = [json.loads(x) for x in r.out.splitlines()]
+    assert [d["name"] for d in lines] == sorted(MACHINES)
+    for d in lines:
+        single = cli("--root", machine(d["name"]), "llamacpp", "--json").json()
+        assert d["recipes"] == single["recipes"]
+
+
+def test_json_lines_stream_with_names_and_stdin(cli, tmp_path):
+    profs = _profiles(cli)
+    text = "".join(json.dumps(dict(p, name=f"node-{i}")) + "\n" for i, p in enumerate(profs.values()))
+    path = tmp_path / "fleet.jsonl"
+    path.write_text(text)
+    a = cli("pick", "--all", "--json", "--profile", str(path))
+    b = cli("pick", "--all", "--json", "--profile", "-", input=text)
+    assert a.rc == 0 and b.rc == 0
+    assert a.out == b.out
+    lines = [json.loads(x) for x in a.out.splitlines()]
+    assert [d["name"] for d in lines] == ["node-0", "node-1", "node-2"]
+    assert lines[0]["recipes"]["flm"]["backend"] == "npu"  # Strix Halo
+    assert lines[1]["recipes"]["llamacpp"]["backend"] == "cuda"  # RTX 4090
+
+
+def test_a_bad_line_is_reported_on_its_line_and_exits_5(cli, tmp_path):
+    good = _profiles(cli)[MACHINES[0]]
+    path = tmp_path / "fleet.jsonl"
+    path.write_text(json.dumps(good) + "\n{broken\n" + json.dumps({"schema_version": 1, "npus": 3}) + "\n")
+    r = cli("pick", "llamacpp", "--json", "--profile", str(path))
+    assert r.rc == 5 and "Traceback" not in r.err
+    lines = [json.loads(x) for x in r.out.splitlines()]
+    assert "recipes" in lines[0]
+    assert "fleet.jsonl:2" in lines[1]["error"] and "not valid JSON" in lines[1]["error"]
+    assert "npus" in lines[2]["error"]
+
+
+def test_no_backend_in_a_batch_exits_3(cli, tmp_path):
+    p = _profiles(cli)["linux-debian12-x86_64-cpu-only"]
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(p) + "\n")
+    r = cli("pick", "flm", "--json", "--profile", str(path))
+    assert r.rc == 3
+    assert json.loads(r.out)["recipes"]["flm"]["backend"] is None
