@@ -7,7 +7,6 @@ so that the everyday path starts fast.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 
@@ -41,6 +40,8 @@ class Fail(Exception):
 
 
 def did_you_mean(word: str, choices, what: str) -> str:
+    import difflib  # only on the error path: it costs milliseconds to import
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(choices))})"
     return f"unknown {what} '{word}'{hint}"
