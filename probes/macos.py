@@ -12,7 +12,7 @@ it false with a note that says why.
 from __future__ import annotations
 
 from probes.linux.cpu import normalize_arch
-from probes.section import Section
+from probes.section import Section, section
 
 STRING_NAMES = ("machdep.cpu.brand_string", "hw.model", "kern.osproductversion", "kern.osversion", "kern.osrelease")
 INT_NAMES = ("hw.optional.arm64", "sysctl.proc_translated", "hw.memsize", "hw.ncpu", "hw.physicalcpu",
@@ -22,21 +22,8 @@ INTEL_NOTE = ("Intel Mac: Metal backends for macOS are built for Apple Silicon (
               "and this Mac has none")
 
 
-def _answer(host) -> dict:
-    cached = getattr(host, "_macos_answer", None)
-    if cached is None:
-        cached = host.macos()
-        if not isinstance(cached, dict):
-            cached = {}
-        try:
-            host._macos_answer = cached
-        except AttributeError:
-            pass
-    return cached
-
-
 def _section(host, profile, probe: str) -> Section:
-    return Section(_answer(host), "macos", profile, probe)
+    return section(host, "macos", profile, probe)
 
 
 def _flag(s: Section, name: str) -> bool | None:

@@ -10,6 +10,22 @@ from __future__ import annotations
 _KINDS = {"str": str, "int": int, "dict": dict, "list": list}
 
 
+def section(host, name: str, profile, probe: str) -> "Section":
+    """The host's ``name`` answer (``windows`` or ``macos``), asked once per host, as a Section for
+    one probe.  The live readers query the registry / sysctl, so every probe shares one answer."""
+    attr = f"_{name}_answer"
+    answer = getattr(host, attr, None)
+    if answer is None:
+        answer = getattr(host, name)()
+        if not isinstance(answer, dict):
+            answer = {}
+        try:
+            setattr(host, attr, answer)
+        except AttributeError:
+            pass
+    return Section(answer, name, profile, probe)
+
+
 class Section:
     def __init__(self, data, name: str, profile, probe: str):
         self.data = data if isinstance(data, dict) else {}

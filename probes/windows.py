@@ -20,7 +20,7 @@ from probes import tables
 from probes.linux.cpu import normalize_arch
 from probes.linux.vulkan import CPU_ICDS
 from probes.profile import PCI, AmdGpu, NvidiaGpu, Npu
-from probes.section import Section
+from probes.section import Section, section
 from probes.util import visible_indices
 
 CLASS_KEY = r"SYSTEM\CurrentControlSet\Control\Class"
@@ -41,22 +41,8 @@ NPU_DRIVER_FIX = ("install AMD's NPU driver (with Ryzen AI Software); Device Man
                   "device as 'NPU Compute Accelerator Device'")
 
 
-def _answer(host) -> dict:
-    """The windows answer, read once per host."""
-    cached = getattr(host, "_windows_answer", None)
-    if cached is None:
-        cached = host.windows()
-        if not isinstance(cached, dict):
-            cached = {}
-        try:
-            host._windows_answer = cached
-        except AttributeError:
-            pass
-    return cached
-
-
 def _section(host, profile, probe: str) -> Section:
-    return Section(_answer(host), "windows", profile, probe)
+    return section(host, "windows", profile, probe)
 
 
 def parse_pci_id(text) -> dict | None:

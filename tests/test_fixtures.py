@@ -46,21 +46,12 @@ def _pick_cases(catalog_name):
     return cases
 
 
-@pytest.mark.parametrize("name,recipe,backend", _pick_cases("lemonade"))
-def test_lemonade_pick_table(name, recipe, backend):
+@pytest.mark.parametrize("catalog_name,name,recipe,backend",
+                         [(c, *case) for c in ("lemonade", "localai") for case in _pick_cases(c)])
+def test_pick_table(catalog_name, name, recipe, backend):
     from selector import catalog, engine
 
-    d = engine.decide(profile_of(name), catalog.load("lemonade"), recipe)
-    got = d.backend if d.ok else None
-    assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
-        f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
-
-
-@pytest.mark.parametrize("name,recipe,backend", _pick_cases("localai"))
-def test_localai_pick_table(name, recipe, backend):
-    from selector import catalog, engine
-
-    d = engine.decide(profile_of(name), catalog.load("localai"), recipe)
+    d = engine.decide(profile_of(name), catalog.load(catalog_name), recipe)
     got = d.backend if d.ok else None
     assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
         f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
