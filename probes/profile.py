@@ -55,6 +55,17 @@ class AmdGpu(Record):
     visible: bool = True
     source: str = "kfd"
     driver: str | None = None
+    # Device access for this process (capture.json 'dev'): ROCm/HIP needs /dev/kfd and the render
+    # node read-write ("compute"); Vulkan needs the render node alone ("graphics").  access_fix says
+    # in words how to make a blocked GPU usable ("add --device /dev/kfd to the container").
+    render_node: str | None = None
+    usable_compute: bool = True
+    usable_graphics: bool = True
+    access_fix: str | None = None
+    gtt_bytes: int | None = None
+    cwsr: bool | None = None  # KFD node has cwsr_size and ctl_stack_size (kernel CWSR fix); None: unknown
+    unique_id: str | None = None  # KFD unique_id as ROCm prints it (GPU-<16 hex>), for ROCR_VISIBLE_DEVICES
+    hip_index: int | None = None  # index among the HIP-visible GPUs (after HIP/ROCR_VISIBLE_DEVICES)
 
 
 class NvidiaGpu(Record):
@@ -68,6 +79,11 @@ class NvidiaGpu(Record):
     visible: bool = True
     source: str = "nvml"
     pci: PCI | None = None
+    uuid: str | None = None  # NVML UUID (GPU-...), for CUDA_VISIBLE_DEVICES
+    driver_loaded: bool = True  # False: seen on PCI (or NVML absent), no working NVIDIA driver
+    usable: bool = True  # device nodes (/dev/nvidiaN, /dev/nvidiactl) usable, or NVML answers
+    access_fix: str | None = None
+    cuda_index: int | None = None  # index among the CUDA-visible GPUs (after CUDA_VISIBLE_DEVICES)
 
 
 class Npu(Record):
@@ -78,12 +94,18 @@ class Npu(Record):
     driver_bound: bool = False
     device_node: str | None = None
     name: str | None = None
+    usable: bool = True  # /dev/accel/accelN exists and is read-write for this user
+    access_fix: str | None = None
 
 
 class IntelGpu(Record):
     name: str = ""
     pci: PCI = field(default_factory=PCI)
     arc: bool = False
+    index: int = 0
+    render_node: str | None = None
+    usable_graphics: bool = True
+    access_fix: str | None = None
 
 
 class Metal(Record):
