@@ -42,6 +42,12 @@ class Gate(FrozenRecord):
     os: tuple[str, ...]
     channels: tuple[str, ...]
     reason: str
+    needs: tuple[str, ...] = ()  # device facts the build needs, from GATE_NEEDS ("cwsr")
+
+
+# Device facts a gate can require beyond OS and channel; a device whose fact is False fails the gate
+# (unknown passes: Windows has no KFD to ask).
+GATE_NEEDS = ("cwsr",)  # the KFD node reports cwsr_size and ctl_stack_size (the gfx1151 kernel fix)
 
 
 class Exclusion(FrozenRecord):
@@ -88,8 +94,14 @@ class Catalog(Record):
     exclusions: list[Exclusion]
     extra: dict = field(default_factory=dict)
 
-    def gates_for(self, recipe: str, backend: str) -> dict[str, Gate]:
-        return {g.family: g for g in self.gates if g.recipe == recipe and g.backend == backend}
+    def gates_for(self, recipe: str, backend: str) -> dict[str, list[Gate]]:
+        """{family: [gates]} of one recipe's backend (computed once per catalog)."""
+        index = self.__dict__.get("_gates")
+        if index is None:
+            index = self.__dict__["_gates"] = {}
+            for g in self.gates:
+                index.setdefault((g.recipe, g.backend), {}).setdefault(g.family, []).append(g)
+        return index.get((recipe, backend), {})
 
     def exclusions_for(self, backend: str, device_type: str) -> list[Exclusion]:
         return [e for e in self.exclusions if e.backend == backend and e.device_type == device_type]
@@ -228,7 +240,8 @@ def parse(data, path: str = "<catalog>") -> Catalog:
             _need(isinstance(g.get(key), str) and g.get(key), path, f"{gw}.{key}", "must be a non-empty string")
         _need(g["recipe"] in recipes, path, f"{gw}.recipe", f"unknown recipe {g['recipe']!r}")
         gates.append(Gate(g["recipe"], g["backend"], g["family"], _strs(g.get("os", list(OSES)), path, f"{gw}.os", OSES),
-                          _strs(g.get("channels", ["stable", "nightly"]), path, f"{gw}.channels", ("stable", "nightly")), g["reason"]))
+                          _strs(g.get("channels", ["stable", "nightly"]), path, f"{gw}.channels", ("stable", "nightly")), g["reason"],
+                          _strs(g.get("needs", []), path, f"{gw}.needs", GATE_NEEDS)))
     exclusions = []
     for i, e in enumerate(data.get("exclusions", [])):
         ew = f"exclusions[{i}]"
@@ -239,6 +252,8 @@ def parse(data, path: str = "<catalog>") -> Catalog:
     if "no_fit_reason" in data:  # the decision's reason when no backend fits; {recipe} is replaced
         _need(isinstance(data["no_fit_reason"], str) and data["no_fit_reason"], path, "no_fit_reason",
               "must be a non-empty string")
+    graphics = data.get("graphics_backends", ["vulkan"])  # backends that open a GPU's render node alone
+    _strs(graphics, path, "graphics_backends")
     known_top = {"schema_version", "name", "title", "source", "device_types", "recipes", "gates", "exclusions"}
     return Catalog(name, data.get("title", name), data.get("source", ""), path, recipes, gates, exclusions,
                    {k: v for k, v in data.items() if k not in known_top})

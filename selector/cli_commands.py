@@ -63,6 +63,9 @@ def check_cmd(ctx, recipe, backend, as_json, **kwargs):
         raise Fail(EXIT_USAGE, did_you_mean(backend, o.catalog().recipes[name].backends, f"backend of {name}"))
     profile, cat, s, (d,), warnings = decide_all(o, [name])
     v = d.verdict(backend)
+    from selector import engine
+
+    run_env = engine.run_env_for(engine.Machine(profile), v)[0] if v.supported else {}
     if as_json:
         render.emit_json({
             "schema_version": render.PICK_SCHEMA_VERSION,
@@ -74,11 +77,15 @@ def check_cmd(ctx, recipe, backend, as_json, **kwargs):
             "state": v.state,
             "reason": v.reason,
             "device": v.device.to_dict() if v.device else None,
+            "devices": [x.to_dict() for x in v.devices],
+            "passed_over": [{"device": x.to_dict(), "reason": r} for x, r in v.passed_over],
+            "run_env": run_env,
             "notes": v.notes,
             "pick": d.backend,
         })
     elif v.supported:
-        click.echo(f"{name} {backend}: supported on {render._device_words(v.device)} ({v.state})")
+        env = "".join(f"; run with {k}={val}" for k, val in run_env.items())
+        click.echo(f"{name} {backend}: supported on {render._device_words(v.device)} ({v.state}){env}")
     else:
         click.echo(f"{name} {backend}: unsupported: {v.reason}", err=True)
     sys.exit(EXIT_OK if v.supported else EXIT_UNSUPPORTED)

@@ -43,16 +43,32 @@ class Settings(Record):
 
 
 class Device(Record):
+    """A device a backend runs on.  ``family`` is what the support row judged (the effective gfx, the
+    sm, the NPU generation, the CPU arch); ``gpu`` is the Profile record behind it (not serialised)."""
+
     type: str
     family: str | None
     index: int | None = None
     name: str | None = None
+    memory_bytes: int | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
 
-    def __init__(self, type, family, index=None, name=None):  # hot path: spelled out
+    def __init__(self, type, family, index=None, name=None, memory_bytes=None, bus_id=None, uuid=None,
+                 gpu=None, token=None):  # hot path: spelled out
         self.type, self.family, self.index, self.name = type, family, index, name
+        self.memory_bytes, self.bus_id, self.uuid = memory_bytes, bus_id, uuid
+        self.gpu, self.token = gpu, token  # the Profile record; the row token it matched (gfx110X)
 
     def to_dict(self) -> dict:
-        return {"type": self.type, "family": self.family, "index": self.index, "name": self.name}
+        d = {"type": self.type, "family": self.family, "index": self.index, "name": self.name}
+        if self.memory_bytes is not None:
+            d["memory_bytes"] = self.memory_bytes
+        if self.bus_id is not None:
+            d["bus_id"] = self.bus_id
+        if self.uuid is not None:
+            d["uuid"] = self.uuid
+        return d
 
 
 class Verdict(Record):
@@ -65,12 +81,21 @@ class Verdict(Record):
     device: Device | None
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # catalog display fields of the row (install, env)
+    devices: list[Device] = field(default_factory=list)  # every usable device satisfying the row, best first
+    passed_over: list[tuple[Device, str]] = field(default_factory=list)  # devices of the row's types that do not fit
+    cpu_because: list[str] = field(default_factory=list)  # on the CPU: why no accelerator entry of the row fit
+    access: str = "compute"  # what the backend opens on a GPU: "compute" (ROCm/CUDA) or "graphics" (Vulkan)
 
-    def __init__(self, name, tier, format, supported, state, reason, device, notes=None, extra=None):  # hot path
+    def __init__(self, name, tier, format, supported, state, reason, device, notes=None, extra=None,
+                 devices=None, passed_over=None, cpu_because=None, access="compute"):  # hot path
         self.name, self.tier, self.format, self.supported = name, tier, format, supported
         self.state, self.reason, self.device = state, reason, device
         self.notes = [] if notes is None else notes
         self.extra = {} if extra is None else extra
+        self.devices = ([device] if device is not None else []) if devices is None else devices
+        self.passed_over = [] if passed_over is None else passed_over
+        self.cpu_because = [] if cpu_because is None else cpu_because
+        self.access = access
 
     @property
     def on_cpu(self) -> bool:
@@ -85,6 +110,8 @@ class Verdict(Record):
             "state": self.state,
             "reason": self.reason,
             "device": self.device.to_dict() if self.device else None,
+            "devices": [d.to_dict() for d in self.devices],
+            "passed_over": [{"device": d.to_dict(), "reason": r} for d, r in self.passed_over],
             "notes": list(self.notes),
             **self.extra,
         }
@@ -102,6 +129,8 @@ class Decision(Record):
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     channel: str = "stable"
+    run_env: dict[str, str] = field(default_factory=dict)  # makes the engine use the chosen device(s)
+    run_devices: list[Device] = field(default_factory=list)  # the devices run_env keeps (not serialised)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +152,7 @@ class Decision(Record):
             "state": self.state,
             "reason": self.reason,
             "run_args": self.run_args,
+            "run_env": dict(self.run_env),
             **(chosen.extra if chosen is not None else {}),  # install command, env (catalog display fields)
             "pinned": self.pinned,
             "channel": self.channel,
@@ -137,9 +167,11 @@ class Decision(Record):
 
 
 class Machine:
-    """Chosen devices of a Profile.  On hybrid machines each device type is chosen once, and the same
-    device serves support, the reported target and the install: discrete before integrated, then
-    more memory, then lower index."""
+    """The Profile as the engine sees it: every visible device of each type, best first (discrete
+    before integrated, then more memory, then lower index).  A row is judged against all of them; the
+    first device that satisfies it is the one the backend runs on.  ``amd`` / ``nvidia`` / ``npu`` /
+    ``intel`` name the best device of the type (host-wide facts such as the NVIDIA driver version are
+    read through them)."""
 
     def __init__(self, profile):
         self.profile = profile
@@ -147,21 +179,34 @@ class Machine:
         self.arch = profile.cpu.arch
         amd = [g for g in profile.amd_gpus if g.visible and g.gfx]
         amd.sort(key=lambda g: (g.integrated, -(g.vram_bytes or 0), g.index))
+        self.amd_all = amd
         self.amd = amd[0] if amd else None
         self.amd_hidden = not amd and any(g.gfx for g in profile.amd_gpus)
         nv = [g for g in profile.nvidia_gpus if g.visible]
         nv.sort(key=lambda g: (-(g.memory_bytes or 0), g.index))
+        self.nvidia_all = nv
         self.nvidia = nv[0] if nv else None
         self.nvidia_hidden = not nv and bool(profile.nvidia_gpus)
-        npus = sorted(profile.npus, key=lambda n: (not n.driver_bound, n.generation != "XDNA2"))
+        npus = sorted(profile.npus, key=lambda n: (not n.driver_bound, not getattr(n, "usable", True),
+                                                    n.generation != "XDNA2"))
+        self.npu_all = npus
         self.npu = npus[0] if npus else None
-        intel = sorted(getattr(profile, "intel_gpus", []) or [], key=lambda g: not g.arc)
+        intel = sorted(getattr(profile, "intel_gpus", []) or [], key=lambda g: (not g.arc, getattr(g, "index", 0)))
+        self.intel_all = intel
         self.intel = intel[0] if intel else None
         self.metal = profile.metal.available
         self.executables = profile.executables
+        self.by_type = {"amd_gpu": amd, "nvidia_gpu": nv, "amd_npu": npus, "intel_gpu": intel}
 
     def cpu_device(self) -> Device:
         return Device("cpu", self.arch, 0, self.profile.cpu.brand or None)
+
+    def present_types(self) -> list[str]:
+        """Accelerator types this machine has a visible device of."""
+        out = [t for t in ("amd_gpu", "nvidia_gpu", "intel_gpu", "amd_npu") if self.by_type[t]]
+        if self.metal:
+            out.append("metal")
+        return out
 
 
 def _matches_family(value: str | None, families) -> bool:
@@ -201,91 +246,308 @@ def _os_reason(oses) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# One device entry of one row
+# One device entry of one row: every device of the type, each satisfying the row or not
+
+
+def _token(value: str, families) -> str | None:
+    """The row token ``value`` matches (``gfx1102`` -> ``gfx110X``), or None."""
+    for fam in families:
+        if fam.endswith("X") and len(fam) > 1:
+            if value.startswith(fam[:-1]):
+                return fam
+        elif value == fam:
+            return fam
+    return None
+
+
+def _access_reason(g, backend: str, access: str) -> str:
+    if access == "graphics":
+        if getattr(g, "usable_graphics", True):
+            return ""
+        what = f"its render node{' ' + g.render_node if getattr(g, 'render_node', None) else ''}"
+    else:
+        if getattr(g, "usable_compute", getattr(g, "usable", True)):
+            return ""
+        what = "/dev/kfd and its render node" if hasattr(g, "usable_compute") else "its device nodes"
+    fix = getattr(g, "access_fix", None)
+    return f"{g.name}: this process cannot open {what}, so {backend} cannot use it" + (f" ({fix})" if fix else "")
+
+
+def _amd_device(g, eff, fam, token) -> Device:
+    return Device("amd_gpu", fam, g.index, g.name, g.vram_bytes, g.pci.bus_id if g.pci else None,
+                  getattr(g, "unique_id", None), g, token)
+
+
+def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
+               access: str):
+    backend = row.backend
+    found, passed, notes = [], [], []
+    excl = catalog.exclusions_for(backend, "amd_gpu") if settings.policy != "lemonade" else ()
+    gates = catalog.gates_for(recipe.name, backend)
+    mismatch = []  # (eff, g, overridden) whose family the row lacks
+    for g in m.amd_all:
+        eff = g.gfx_effective or g.gfx
+        overridden = eff != g.gfx
+        why = ""
+        for ex in excl:
+            if _matches_family(g.gfx, ex.families):
+                why = f"{ex.reason} ({g.name}, {g.gfx})"
+                break
+        token = None
+        if not why and fams:
+            token = _token(eff, fams)
+            if token is None:
+                mismatch.append((eff, g, overridden))
+                passed.append((_amd_device(g, eff, eff, None), _family_reason(row, eff, g.name) or
+                               f"Unsupported GPU: {eff} ({backend} needs {describe_families(fams)})"))
+                continue
+        if not why:
+            for gate in gates.get(eff, ()):
+                if m.os not in gate.os or channel not in gate.channels:
+                    why = gate.reason
+                    break
+                if "cwsr" in gate.needs and getattr(g, "cwsr", None) is False:
+                    why = gate.reason
+                    break
+        if not why:
+            why = _access_reason(g, backend, access)
+        if not why:
+            why = requires.check(m, row, g)
+        dev = _amd_device(g, eff, eff if fams else g.gfx, token)
+        if why:
+            passed.append((dev, why))
+            continue
+        if fams and overridden:
+            note = f"judged as {eff} through HSA_OVERRIDE_GFX_VERSION (hardware: {g.gfx})"
+            if note not in notes:
+                notes.append(note)
+        found.append(dev)
+    reasons = _reasons(passed, mismatch, backend, fams, row)
+    return found, passed, reasons, notes
+
+
+def _reasons(passed, mismatch, backend, fams, row) -> list[str]:
+    """Words for the devices passed over: one per device, family mismatches of several GPUs merged."""
+    out = []
+    if len(mismatch) > 1 and not row.extra.get("family_reason"):
+        names = ", ".join(f"{eff} ({g.name})" for eff, g, _ in mismatch)
+        out.append(f"Unsupported GPUs: {names} ({backend} needs {describe_families(fams)})")
+        merged = True
+    else:
+        merged = False
+    for dev, why in passed:
+        if merged and why.startswith("Unsupported GPU: "):
+            continue
+        g = dev.gpu
+        eff = dev.family
+        if why.startswith("Unsupported GPU: ") and g is not None and (g.gfx_effective or g.gfx) != g.gfx:
+            why += f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})"
+        if why not in out:
+            out.append(why)
+    return out
+
+
+def _nv_device(g, fam, token=None) -> Device:
+    return Device("nvidia_gpu", fam, g.index, g.name, g.memory_bytes, g.pci.bus_id if g.pci else None,
+                  getattr(g, "uuid", None), g, token)
+
+
+def _match_nvidia(m: Machine, row: Row, fams, access: str):
+    backend = row.backend
+    found, passed = [], []
+    for g in m.nvidia_all:
+        if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
+            why = f"{g.name}: the NVIDIA driver is not loaded, so {backend} cannot run on it"
+        elif fams and g.sm is None:
+            why = (f"{g.name}: compute capability unknown without the NVIDIA driver "
+                   f"({backend} needs {describe_families(fams)})")
+        elif fams and _token(g.sm, fams) is None:
+            why = _family_reason(row, g.sm, g.name) or \
+                f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})"
+        else:
+            why = _access_reason(g, backend, "compute") or requires.check(m, row, g)
+        dev = _nv_device(g, g.sm, _token(g.sm, fams) if fams and g.sm else None)
+        if why:
+            passed.append((dev, why))
+        else:
+            found.append(dev)
+    reasons = []
+    for _, why in passed:
+        if why not in reasons:
+            reasons.append(why)
+    return found, passed, reasons, []
+
+
+def _match_npu(m: Machine, row: Row, fams):
+    found, passed = [], []
+    want = " or ".join(fams) if fams else "XDNA"
+    for n in m.npu_all:
+        dev = Device("amd_npu", n.generation, 0, n.name or f"{n.codename} NPU", gpu=n)
+        if fams and n.generation not in fams:
+            why = f"Requires an AMD {want} NPU (found {n.generation} {n.codename})"
+        elif not n.driver_bound:
+            why = (f"{n.generation} NPU found but its driver is not installed" if m.os == "windows"
+                   else f"{n.generation} NPU found but the amdxdna driver is not loaded")
+        elif not getattr(n, "usable", True):
+            fix = getattr(n, "access_fix", None)
+            node = n.device_node or "its /dev/accel node"
+            why = f"{n.generation} NPU found but this process cannot open {node}" + (f" ({fix})" if fix else "")
+        else:
+            why = requires.check(m, row, n)
+        if why:
+            passed.append((dev, why))
+        else:
+            found.append(dev)
+    reasons = []
+    for _, why in passed:
+        if why not in reasons:
+            reasons.append(why)
+    if not m.npu_all:
+        reasons.append(f"Requires an AMD {want} NPU (none found)")
+    return found, passed, reasons, []
+
+
+def _match_intel(m: Machine, row: Row, fams, access: str):
+    found, passed = [], []
+    for g in m.intel_all:
+        fam = "arc" if g.arc else "intel"
+        dev = Device("intel_gpu", fam, getattr(g, "index", 0), g.name, gpu=g)
+        if fams and fam not in fams:
+            why = _family_reason(row, fam, g.name) or f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})"
+        else:
+            why = _access_reason(g, row.backend, "graphics") or requires.check(m, row, g)
+        if why:
+            passed.append((dev, why))
+        else:
+            found.append(dev)
+    reasons = []
+    for _, why in passed:
+        if why not in reasons:
+            reasons.append(why)
+    return found, passed, reasons, []
+
+
+def _absent_reason(m: Machine, row: Row, dtype: str, fams) -> str:
+    """Why an entry of a type the machine lacks does not fit.  A row that takes *any* device of a type
+    (an API build such as Vulkan) but not the machine's own accelerator says so precisely."""
+    if dtype == "amd_gpu" and m.amd_hidden:
+        return "No visible AMD GPU (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES hide them)"
+    if dtype == "nvidia_gpu" and m.nvidia_hidden:
+        return "No visible NVIDIA GPU (CUDA_VISIBLE_DEVICES hides them)"
+    if not fams:
+        listed = {t for t, _ in row.devices}
+        others = [t for t in m.present_types() if t not in listed and t != "amd_npu"]
+        if others:
+            kinds = [TYPE_WORDS[t] for t, _ in row.devices if t != "cpu"]
+            found = ", ".join(_type_example(m, t) for t in others)
+            return f"this {row.backend} build is listed for {' and '.join(k + 's' for k in kinds)} only (found {found})"
+    if dtype == "amd_npu":
+        return f"Requires an AMD {' or '.join(fams) if fams else 'XDNA'} NPU (none found)"
+    if dtype == "intel_gpu":
+        return "No Intel GPU found"
+    return f"No {TYPE_WORDS[dtype]} found"
+
+
+def _type_example(m: Machine, t: str) -> str:
+    if t == "metal":
+        return f"{TYPE_WORDS[t]}"
+    g = m.by_type[t][0]
+    return f"{TYPE_WORDS[t]}: {g.name}" if getattr(g, "name", "") else TYPE_WORDS[t]
 
 
 def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: str, fams, settings: Settings,
-                 channel: str) -> tuple[Device | None, str, list[str]]:
-    """(device, reason-when-not, notes)"""
-    backend = row.backend
+                 channel: str, access: str):
+    """(satisfying devices best first, devices passed over with why, reasons in words, notes)"""
     if dtype == "cpu":
         if _matches_family(m.arch, fams):
-            return m.cpu_device(), "", []
-        return None, f"Requires a {' or '.join(fams)} CPU (found {m.arch})", []
-
-    if dtype == "amd_gpu":
-        g = m.amd
-        if g is None:
-            if m.amd_hidden:
-                return None, "No visible AMD GPU (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES hide them)", []
-            return None, "No AMD GPU found", []
-        if settings.policy != "lemonade":
-            for ex in catalog.exclusions_for(backend, "amd_gpu"):
-                if _matches_family(g.gfx, ex.families):
-                    return None, f"{ex.reason} ({g.name}, {g.gfx})", []
-        eff = g.gfx_effective or g.gfx
-        notes = []
-        overridden = eff != g.gfx
-        if fams and not _matches_family(eff, fams):
-            extra = f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})" if overridden else ""
-            return None, (_family_reason(row, eff, g.name) or
-                          f"Unsupported GPU: {eff} ({backend} needs {describe_families(fams)})") + extra, []
-        gate = catalog.gates_for(recipe.name, backend).get(eff)
-        if gate is not None and (m.os not in gate.os or channel not in gate.channels):
-            return None, gate.reason, []
-        if fams and overridden:
-            notes.append(f"judged as {eff} through HSA_OVERRIDE_GFX_VERSION (hardware: {g.gfx})")
-        return Device("amd_gpu", eff if fams else g.gfx, g.index, g.name), "", notes
-
-    if dtype == "nvidia_gpu":
-        g = m.nvidia
-        if g is None:
-            if m.nvidia_hidden:
-                return None, "No visible NVIDIA GPU (CUDA_VISIBLE_DEVICES hides them)", []
-            return None, "No NVIDIA GPU found", []
-        if fams and g.sm is None:
-            return None, (f"{g.name}: compute capability unknown without the NVIDIA driver "
-                          f"({backend} needs {describe_families(fams)})"), []
-        if fams and not _matches_family(g.sm, fams):
-            return None, _family_reason(row, g.sm, g.name) or \
-                f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})", []
-        return Device("nvidia_gpu", g.sm, g.index, g.name), "", []
-
-    if dtype == "amd_npu":
-        n = m.npu
-        want = " or ".join(fams) if fams else "XDNA"
-        if n is None:
-            return None, f"Requires an AMD {want} NPU (none found)", []
-        if fams and n.generation not in fams:
-            return None, f"Requires an AMD {want} NPU (found {n.generation} {n.codename})", []
-        if not n.driver_bound:
-            if m.os == "windows":
-                return None, f"{n.generation} NPU found but its driver is not installed", []
-            return None, f"{n.generation} NPU found but the amdxdna driver is not loaded", []
-        return Device("amd_npu", n.generation, 0, n.name or f"{n.codename} NPU"), "", []
-
+            return [m.cpu_device()], [], [], []
+        return [], [], [f"Requires a {' or '.join(fams)} CPU (found {m.arch})"], []
     if dtype == "metal":
         if m.metal:
-            return Device("metal", "metal", 0, m.profile.metal.chip), "", []
-        return None, m.profile.metal.note or "Requires an Apple Silicon GPU (Metal)", []
-
-    if dtype == "intel_gpu":
-        g = m.intel
-        if g is None:
-            return None, "No Intel GPU found", []
-        fam = "arc" if g.arc else "intel"
-        if fams and fam not in fams:
-            return None, _family_reason(row, fam, g.name) or \
-                f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})", []
-        return Device("intel_gpu", fam, 0, g.name), "", []
-
-    return None, f"unknown device type {dtype}", []
+            return [Device("metal", "metal", 0, m.profile.metal.chip)], [], [], []
+        return [], [], [m.profile.metal.note or "Requires an Apple Silicon GPU (Metal)"], []
+    if dtype not in m.by_type:
+        return [], [], [f"unknown device type {dtype}"], []
+    if not m.by_type[dtype]:
+        return [], [], [_absent_reason(m, row, dtype, fams)], []
+    if dtype == "amd_gpu":
+        return _match_amd(m, catalog, recipe, row, fams, settings, channel, access)
+    if dtype == "nvidia_gpu":
+        return _match_nvidia(m, row, fams, access)
+    if dtype == "amd_npu":
+        return _match_npu(m, row, fams)
+    return _match_intel(m, row, fams, access)
 
 
 def _family_reason(row: Row, family, name) -> str:
     """The row's own words for "this device type, but not this family" (catalog ``family_reason``)."""
     text = row.extra.get("family_reason")
     return text.replace("{family}", str(family)).replace("{name}", str(name)) if text else ""
+
+
+def _check_requires(m: Machine, row: Row) -> str:
+    """Row conditions that do not depend on the device (container runtime, host-wide gates)."""
+    if row.format == "container" and not (m.executables.get("docker") or m.executables.get("podman")):
+        return "needs docker or podman"
+    return ""
+
+
+class RowResult:
+    """What one row says on this machine."""
+
+    __slots__ = ("devices", "reason", "notes", "passed_over", "cpu_because")
+
+    def __init__(self, devices, reason, notes, passed_over=(), cpu_because=()):
+        self.devices, self.reason, self.notes = devices, reason, notes
+        self.passed_over, self.cpu_because = list(passed_over), list(cpu_because)
+
+
+def row_access(catalog: Catalog, row: Row) -> str:
+    """'graphics' when the backend opens a GPU through its render node alone (Vulkan), else 'compute'
+    (ROCm needs /dev/kfd too, CUDA the NVIDIA nodes).  Catalog data: ``graphics_backends``."""
+    return "graphics" if row.backend in catalog.extra.get("graphics_backends", ("vulkan",)) else "compute"
+
+
+def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
+                 channel: str) -> RowResult:
+    if m.os not in row.os:
+        return RowResult([], _os_reason(row.os), [])
+    if row.requires.get("arch") and m.arch not in row.requires["arch"]:  # a platform fact, like the OS
+        return RowResult([], requires.arch_reason(m.arch, row.requires["arch"]), [])
+    access = row_access(catalog, row)
+    entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
+    reasons: list[str] = []
+    passed_all: list = []
+    for dtype, fams in entries:
+        if dtype == "cpu":
+            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
+            if found:
+                missing = _check_requires(m, row) or requires.check(m, row, None)
+                if missing:
+                    return RowResult([], missing, [], passed_all)
+        else:
+            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
+            if found:
+                missing = _check_requires(m, row)
+                if missing:
+                    return RowResult([], missing, [], passed_all + passed)
+        passed_all += passed
+        if found:
+            notes = list(notes)
+            if row.note:
+                notes.append(row.note)
+            for dt, text in row.extra.get("device_notes", {}).items():
+                if _HAS_DEVICE[dt](m):
+                    notes.append(text)
+            cpu_because = []
+            if dtype == "cpu" and reasons:
+                cpu_because = list(reasons)
+                notes.append(f"runs on the CPU: {'; '.join(reasons)}")
+            return RowResult(found, "", notes, passed_all, cpu_because)
+        for w in why:
+            if w and w not in reasons:
+                reasons.append(w)
+    return RowResult([], "; ".join(reasons), [], passed_all)
 
 
 _HAS_DEVICE = {
@@ -296,40 +558,6 @@ _HAS_DEVICE = {
     "metal": lambda m: bool(m.metal),
     "cpu": lambda m: True,
 }
-
-
-def _check_requires(m: Machine, row: Row) -> str:
-    """Extra conditions of a row beyond OS and device; '' when met."""
-    if row.format == "container" and not (m.executables.get("docker") or m.executables.get("podman")):
-        return "needs docker or podman"
-    return requires.check(m, row)
-
-
-def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
-                 channel: str) -> tuple[Device | None, str, list[str]]:
-    if m.os not in row.os:
-        return None, _os_reason(row.os), []
-    if row.requires.get("arch") and m.arch not in row.requires["arch"]:  # a platform fact, like the OS
-        return None, requires.arch_reason(m.arch, row.requires["arch"]), []
-    entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
-    reasons = []
-    for dtype, fams in entries:
-        dev, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel)
-        if dev is not None:
-            missing = _check_requires(m, row)
-            if missing:
-                return None, missing, []
-            if row.note:
-                notes = notes + [row.note]
-            for dt, text in row.extra.get("device_notes", {}).items():
-                if _HAS_DEVICE[dt](m):
-                    notes = notes + [text]
-            if dtype == "cpu" and reasons:
-                notes = notes + [f"runs on the CPU: {'; '.join(reasons)}"]
-            return dev, "", notes
-        if why and why not in reasons:
-            reasons.append(why)
-    return None, "; ".join(reasons), []
 
 
 def recipe_channel(recipe: Recipe, settings: Settings) -> str:
@@ -370,16 +598,20 @@ def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, i
     out: list[Verdict] = []
     by_name: dict[str, Verdict] = {}
     for row in recipe.rows:
-        dev, why, notes = evaluate_row(m, catalog, recipe, row, settings, channel)
+        res = evaluate_row(m, catalog, recipe, row, settings, channel)
+        ok = bool(res.devices)
+        dev = res.devices[0] if ok else None
         v = by_name.get(row.backend)
         shown = _shown(row)
         if v is None:
-            v = by_name[row.backend] = Verdict(row.backend, row.tier, row.format, dev is not None, "", why, dev, notes,
-                                               shown)
+            v = by_name[row.backend] = Verdict(row.backend, row.tier, row.format, ok, "", res.reason, dev, res.notes,
+                                               shown, res.devices, res.passed_over, res.cpu_because,
+                                               row_access(catalog, row))
             out.append(v)
-        elif not v.supported and (dev is not None or m.os in row.os):
+        elif not v.supported and (ok or m.os in row.os):
             # a later row of the same backend is the one for this OS: its verdict counts
-            v.supported, v.reason, v.device, v.notes = dev is not None, why, dev, notes
+            v.supported, v.reason, v.device, v.notes = ok, res.reason, dev, res.notes
+            v.devices, v.passed_over, v.cpu_because = res.devices, res.passed_over, res.cpu_because
             v.tier, v.format, v.extra = row.tier, row.format, shown
     for v in out:
         if not v.supported:
@@ -424,8 +656,18 @@ def _first_with_installed_wins(cands: list[Verdict]) -> tuple[Verdict | None, st
     return first, "first supported backend in preference order"
 
 
+def system_preferred(recipe: Recipe, settings: Settings) -> bool:
+    """--prefer-system / config first; else, under --policy lemonade, Lemonade's own default for the
+    recipe (catalog ``prefer_system_default``: true for llamacpp in its defaults.json)."""
+    if recipe.name in settings.prefer_system_by_recipe:
+        return settings.prefer_system_by_recipe[recipe.name]
+    if settings.prefer_system:
+        return True
+    return settings.policy == "lemonade" and bool(recipe.extra.get("prefer_system_default", False))
+
+
 def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
-    prefer_system = settings.prefer_system_for(recipe.name)
+    prefer_system = system_preferred(recipe, settings)
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
     if settings.policy == "lemonade":
         return _first_with_installed_wins(cands)
@@ -470,9 +712,9 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                                     prefer_system_by_recipe=settings.prefer_system_by_recipe)
             # Lemonade's rule lets Vulkan match any AMD GPU: its verdicts differ only where an
             # exclusion applies
-            excluded = m.amd is not None and any(
-                ex.device_type == "amd_gpu" and ex.backend in recipe.backends and _matches_family(m.amd.gfx, ex.families)
-                for ex in catalog.exclusions)
+            excluded = any(
+                ex.device_type == "amd_gpu" and ex.backend in recipe.backends and _matches_family(g.gfx, ex.families)
+                for ex in catalog.exclusions for g in m.amd_all)
             lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if excluded else vs
             other, _ = choose(lem, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
@@ -483,9 +725,57 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
         return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
                         False, warnings, notes, channel)
     if chosen.supported and chosen.on_cpu and chosen.name not in ("cpu", "system"):
-        why_cpu = [n.split(": ", 1)[1] for n in chosen.notes if n.startswith("runs on the CPU: ")]
         warnings.append(f"{chosen.name} runs on the CPU here, not on a GPU"
-                        + (f" ({why_cpu[0]})" if why_cpu else ""))
+                        + (f" ({'; '.join(chosen.cpu_because)})" if chosen.cpu_because else ""))
+    run_env, env_note, kept = run_env_for(m, chosen) if chosen.supported else ({}, "", [])
+    if env_note:
+        notes.append(env_note)
     run_args = f"{flag} {chosen.name}" if flag else None
     return Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
-                    warnings, notes, channel)
+                    warnings, notes, channel, run_env, kept)
+
+
+# Runtime facts: the variable each compute runtime reads to choose its GPUs.  HIP takes indices among
+# the GPUs it sees; CUDA takes indices or UUIDs (UUIDs survive re-enumeration, so they are preferred).
+VISIBLE_ENV = {"amd_gpu": "HIP_VISIBLE_DEVICES", "nvidia_gpu": "CUDA_VISIBLE_DEVICES"}
+
+
+def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Device]]:
+    """The environment that makes the engine run on the chosen device when several of its type are
+    visible, and a note where it cannot be given.
+
+    A compute build (ROCm, CUDA) is pinned to the satisfying devices that the same build serves: for
+    ROCm the devices matched by the same row token as the chosen one (a gfx110X build never gets a
+    gfx1032); for CUDA every satisfying device (the row lists the build's targets).  Nothing is set
+    when every visible device of the type is among them.  Vulkan's device order is not known before
+    the build runs, so it gets a note instead of a guess."""
+    dev = v.device
+    if dev is None or dev.type not in VISIBLE_ENV:
+        return {}, "", []
+    visible = m.by_type[dev.type]
+    if len(visible) < 2:
+        return {}, "", []
+    if v.access == "graphics":
+        return {}, (f"{len(visible)} {TYPE_WORDS[dev.type]}s are visible; Vulkan numbers devices in its own order, "
+                    f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
+    if dev.type == "amd_gpu":
+        group = [d for d in v.devices if d.token == dev.token]
+    else:
+        group = list(v.devices)
+    if len(group) == len(visible):
+        return {}, "", []
+    group.sort(key=lambda d: d.index if d.index is not None else 0)
+    if dev.type == "nvidia_gpu" and all(d.uuid for d in group):
+        ids = [d.uuid for d in group]
+    elif dev.type == "nvidia_gpu":
+        ids = [str(_first_int(getattr(d.gpu, "cuda_index", None), d.index)) for d in group]
+    else:
+        ids = [str(_first_int(getattr(d.gpu, "hip_index", None), d.index)) for d in group]
+    return {VISIBLE_ENV[dev.type]: ",".join(ids)}, "", group
+
+
+def _first_int(*values) -> int:
+    for v in values:
+        if isinstance(v, int):
+            return v
+    return 0

@@ -70,6 +70,15 @@ def _device_words(dev) -> str:
     return f"{kind}{fam}{name and ':' + name}"
 
 
+def _short(dev) -> str:
+    return f"{dev.family} {dev.name}" if dev.family and dev.name else (dev.name or dev.family or dev.type)
+
+
+def _env_words(d) -> str:
+    """Which devices the run environment keeps, in words."""
+    return "keeps " + ", ".join(_short(x) for x in d.run_devices)
+
+
 STATE_STYLE = {
     "installed": "green",
     "installable": "cyan",
@@ -172,6 +181,9 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         con.print(f"  [dim]{d.reason}[/dim]")
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")
+        if d.run_env and d.ok:
+            con.print(Text.assemble("  run with: ", (" ".join(f"{k}={v}" for k, v in d.run_env.items()), "bold"),
+                                    (f"  ({_env_words(d)})", "dim")))
         chosen = d.verdict(d.backend) if d.backend and d.ok else None
         if chosen is not None and chosen.extra.get("install"):  # catalog display fields (LocalAI)
             con.print(Text.assemble("  install: ", (chosen.extra["install"], "bold")))
@@ -187,6 +199,8 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             mark = "✓" if v.supported else "✗"
             if v.supported:
                 detail = _device_words(v.device)
+                if len(v.devices) > 1:
+                    detail += f" (+{len(v.devices) - 1} more: {', '.join(_short(x) for x in v.devices[1:])})"
                 if v.notes:
                     detail += f" · {'; '.join(v.notes)}"
                 style = "bold" if v.name == d.backend else ""

@@ -65,14 +65,17 @@ def arch_reason(arch: str, wanted) -> str:
 
 # version gates: key -> (what, how to read the machine's version)
 _MINIMUMS = {
-    "nvidia_driver_min": ("NVIDIA driver", lambda m: m.nvidia.driver_version if m.nvidia is not None else None),
-    "glibc_min": ("glibc", lambda m: m.profile.os.glibc),
-    "macos_min": ("macOS", lambda m: m.profile.os.version if m.os == "macos" else None),
+    "nvidia_driver_min": ("NVIDIA driver", lambda m, gpu: getattr(gpu, "driver_version", None) or
+                          (m.nvidia.driver_version if m.nvidia is not None else None)),
+    "glibc_min": ("glibc", lambda m, gpu: m.profile.os.glibc),
+    "macos_min": ("macOS", lambda m, gpu: m.profile.os.version if m.os == "macos" else None),
 }
 
 
-def check(m, row) -> str:
-    """'' when every condition of the row holds, else the reason in words."""
+def check(m, row, gpu=None) -> str:
+    """'' when every condition of the row holds, else the reason in words.  ``gpu`` is the Profile
+    device the row is judged on (None for a CPU entry): device facts such as the NVIDIA driver are
+    read from it when it has them."""
     req = row.requires
     if not req:
         return ""
@@ -85,7 +88,7 @@ def check(m, row) -> str:
     for key, (what, read) in _MINIMUMS.items():
         need = req.get(key)
         if need:
-            have = read(m)
+            have = read(m, gpu)
             ok = at_least(have, need)
             if not ok:
                 found = f"found {have}" if ok is False else f"{what} version unknown"

@@ -78,7 +78,9 @@ def test_lemonade_policy_is_first_supported_unless_a_later_one_is_installed(args
     prof, s, recipe, installed = args
     s.policy = "lemonade"
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
-    cands = [v for v in d.backends if v.supported and (v.name != "system" or s.prefer_system)]
+    # Lemonade's defaults.json prefers a system llama-server for llamacpp
+    system_ok = s.prefer_system or LEMONADE.recipes[recipe].extra.get("prefer_system_default", False)
+    cands = [v for v in d.backends if v.supported and (v.name != "system" or system_ok)]
     if not cands:
         assert d.backend is None
         return

@@ -1,0 +1,221 @@
+"""Every device counts: a row is judged against every visible device of its types; the verdict names
+the best device that satisfies it, lists every satisfying one, explains every device passed over,
+and the pick says how to make the engine use the chosen device(s) (run_env).
+
+The machines are saved Profiles (``--profile``), the form a fleet collects, run through the real
+CLI.  Their devices are the ones of the issue's real machines; expected answers are worked out from
+the Lemonade matrix (selector/catalogs/lemonade.json rows quoted in each test).  The same machines as
+sysfs captures live in fixtures/machines/ (see test_fixtures.py).
+"""
+
+import json
+
+import pytest
+
+GIB = 1 << 30
+
+
+def amd(index, gfx, name, vram_gib, integrated=False, **kw):
+    g = {"index": index, "name": name, "gfx": gfx, "gfx_effective": kw.pop("eff", gfx), "integrated": integrated,
+         "vram_bytes": int(vram_gib * GIB), "visible": True, "source": "kfd", "hip_index": index,
+         "pci": {"vendor": "0x1002", "device": kw.pop("device", "0x0000"), "bus_id": kw.pop("bus", None)}}
+    g.update(kw)
+    return g
+
+
+def nv(index, sm, name, mem_gib, uuid=None, **kw):
+    cc = [int(sm[3:-1]), int(sm[-1])]
+    g = {"index": index, "name": name, "sm": sm, "compute_capability": cc, "memory_bytes": int(mem_gib * GIB),
+         "driver_version": kw.pop("driver", "570.86.15"), "cuda_driver_version": 12080, "visible": True,
+         "source": "nvml", "uuid": uuid, "cuda_index": index}
+    g.update(kw)
+    return g
+
+
+def profile(amd_gpus=(), nvidia_gpus=(), container=False, npus=(), executables=None):
+    return {"schema_version": 1,
+            "os": {"name": "linux", "version": "6.11.0", "distro": {"id": "ubuntu", "version": "24.04"},
+                   "container": container},
+            "cpu": {"arch": "x86_64", "brand": "AMD Ryzen 9 7950X", "cores": 32},
+            "amd_gpus": list(amd_gpus), "nvidia_gpus": list(nvidia_gpus), "npus": list(npus),
+            "metal": {"available": False}, "vulkan": {"loader": True, "gpu_drivers": ["radeon"]},
+            "executables": executables or {}, "warnings": []}
+
+
+@pytest.fixture
+def run(cli, tmp_path):
+    def go(prof, *args, json_out=True):
+        path = tmp_path / "profile.json"
+        path.write_text(json.dumps(prof))
+        r = cli("--profile", str(path), *args, *(["--json"] if json_out else []))
+        return r, (r.json() if json_out and r.out.strip() else None)
+    return go
+
+
+# Radeon VII (gfx906, 16 GiB), Radeon PRO W7500 (gfx1102, 8 GiB), RX 6600 (gfx1032, 8 GiB)
+TRIO = profile([amd(0, "gfx906", "AMD Radeon VII", 16, device="0x66af"),
+                amd(1, "gfx1102", "AMD Radeon PRO W7500", 8, device="0x7489"),
+                amd(2, "gfx1032", "AMD Radeon RX 6600", 8, device="0x73ff")])
+
+
+def test_trio_check_rocm_passes_on_the_supported_gpus(run):
+    # llamacpp rocm lists gfx103X and gfx110X: the W7500 and the RX 6600 fit, the Radeon VII does not
+    r, doc = run(TRIO, "check", "llamacpp", "rocm")
+    assert r.rc == 0, r.err + r.out
+    r, doc = run(TRIO, "llamacpp", "--backend", "rocm")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "rocm")
+    assert v["supported"] is True
+    # equal memory (8 GiB): the lower index wins, so the W7500 (index 1) is the device
+    assert v["device"]["family"] == "gfx1102" and v["device"]["index"] == 1
+    assert [d["family"] for d in v["devices"]] == ["gfx1102", "gfx1032"]
+    [(passed)] = v["passed_over"]
+    assert passed["device"]["family"] == "gfx906" and "gfx906" in passed["reason"]
+
+
+def test_trio_run_env_keeps_one_rocm_family(run):
+    # a ROCm build serves one gfx family: the gfx110X build gets the W7500 only, never the RX 6600
+    r, doc = run(TRIO, "llamacpp", "--backend", "rocm")
+    assert doc["recipes"]["llamacpp"]["run_env"] == {"HIP_VISIBLE_DEVICES": "1"}
+    r, human = run(TRIO, "llamacpp", "--backend", "rocm", json_out=False)
+    assert "HIP_VISIBLE_DEVICES=1" in r.out
+
+
+def test_trio_default_pick_is_vulkan_on_the_largest_gpu_with_a_note_not_a_guess(run):
+    # accelerator-first: vulkan comes before rocm in llamacpp's rows and takes any AMD GPU; the largest
+    # (Radeon VII, 16 GiB) is the device; Vulkan's order is unknown, so no GGML_VK_VISIBLE_DEVICES guess
+    r, doc = run(TRIO, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["device"]["name"] == "AMD Radeon VII"
+    assert rec["run_env"] == {}
+    assert any("GGML_VK_VISIBLE_DEVICES" in n for n in rec["notes"])
+
+
+def test_unsupported_verdict_explains_each_gpu(run):
+    # llamacpp-hrx's hrx row lists gfx1100 and gfx1151 only: none of the trio fits, each is named
+    r, doc = run(TRIO, "check", "llamacpp-hrx", "hrx")
+    assert r.rc == 3
+    r, doc = run(TRIO, "llamacpp-hrx")
+    assert r.rc == 3
+    v = next(b for b in doc["recipes"]["llamacpp-hrx"]["backends"] if b["name"] == "hrx")
+    assert sorted(p["device"]["family"] for p in v["passed_over"]) == ["gfx1032", "gfx1102", "gfx906"]
+    for gfx in ("gfx906", "gfx1102", "gfx1032"):
+        assert gfx in v["reason"]
+
+
+# Strix Halo (gfx1151, integrated, 512 MiB carve-out) with an R9700 (gfx1201, 32 GiB) in an eGPU dock
+HALO_EGPU = profile([amd(0, "gfx1151", "AMD Radeon 8060S", 0.5, integrated=True),
+                     amd(1, "gfx1201", "AMD Radeon AI PRO R9700", 32)])
+
+
+def test_strix_halo_with_egpu_llamacpp_hrx_runs_on_the_igpu(run):
+    # the hrx row lists gfx1100 and gfx1151: the R9700 does not fit, the integrated 8060S does
+    r, doc = run(HALO_EGPU, "llamacpp-hrx")
+    assert r.rc == 0, r.err
+    rec = doc["recipes"]["llamacpp-hrx"]
+    assert rec["device"]["family"] == "gfx1151"
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "0"}
+
+
+def test_strix_halo_with_egpu_rocm_prefers_the_discrete_card(run):
+    # llamacpp rocm lists gfx1151 and gfx120X: both fit; discrete before integrated
+    r, doc = run(HALO_EGPU, "llamacpp", "--backend", "rocm")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["device"]["family"] == "gfx1201"
+    assert [d["family"] for d in rec["backends"][4]["devices"]] == ["gfx1201", "gfx1151"]
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "1"}
+
+
+# TITAN V (sm_70, 12 GiB) next to an RTX 5880 Ada (sm_89, 48 GiB)
+TITAN_ADA = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48, uuid="GPU-aaaa"),
+                                 nv(1, "sm_70", "NVIDIA TITAN V", 12, uuid="GPU-bbbb")])
+
+
+def test_titan_v_serves_trellis_cuda12(run):
+    # trellis cuda12 lists sm_60..sm_72: the TITAN V fits although the larger card does not
+    r, doc = run(TITAN_ADA, "check", "trellis", "cuda12")
+    assert r.rc == 0, r.err + r.out
+    assert doc["device"]["family"] == "sm_70" if "device" in doc else True
+    r, doc = run(TITAN_ADA, "trellis")
+    rec = doc["recipes"]["trellis"]
+    assert rec["backend"] == "cuda12" and rec["device"]["name"] == "NVIDIA TITAN V"
+    assert rec["run_env"] == {"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}
+
+
+def test_llamacpp_cuda_on_both_cards_needs_no_env(run):
+    # llamacpp cuda lists sm_75..sm_121: only the Ada fits (sm_70 is not listed) -> pinned by UUID
+    r, doc = run(TITAN_ADA, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["backend"] == "cuda" and rec["device"]["family"] == "sm_89"
+    assert rec["run_env"] == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa"}
+
+
+def test_cuda_index_used_when_uuid_unknown(run):
+    prof = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48),
+                                nv(1, "sm_70", "NVIDIA TITAN V", 12)])
+    r, doc = run(prof, "trellis")
+    assert doc["recipes"]["trellis"]["run_env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+# A container that sees an RX 7900 XTX in sysfs but was started without --device /dev/kfd
+CONTAINER = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, usable_compute=False,
+                         access_fix="add --device /dev/kfd --device /dev/dri to the container")], container=True)
+
+
+def test_container_without_kfd_cannot_pick_rocm(run):
+    r, doc = run(CONTAINER, "check", "llamacpp", "rocm")
+    assert r.rc == 3
+    assert "--device /dev/kfd" in (doc.get("reason") or json.dumps(doc))
+    r, doc = run(CONTAINER, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    # Vulkan needs the render node only, which the container has
+    assert rec["backend"] == "vulkan" and rec["device"]["type"] == "amd_gpu"
+
+
+def test_gpu_without_render_access_falls_back_to_the_cpu_and_says_why(run):
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, usable_compute=False, usable_graphics=False,
+                        render_node="/dev/dri/renderD128", access_fix="add this user to the render group")])
+    r, doc = run(prof, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["device"]["type"] == "cpu"
+    assert any("render group" in w["message"] for w in doc["warnings"])
+
+
+def test_kernel_without_cwsr_fix_refuses_rocm_on_gfx1151(run):
+    old = profile([amd(0, "gfx1151", "AMD Radeon 8060S", 96, integrated=True, cwsr=False)])
+    r, doc = run(old, "check", "llamacpp", "rocm")
+    assert r.rc == 3 and "kernel" in json.dumps(doc)
+    fixed = profile([amd(0, "gfx1151", "AMD Radeon 8060S", 96, integrated=True, cwsr=True)])
+    r, doc = run(fixed, "check", "llamacpp", "rocm")
+    assert r.rc == 0
+    # whispercpp's descriptor does not set rocm_requires_cwsr_fix: no gate there
+    r, doc = run(old, "whispercpp", "--backend", "rocm")
+    v = next(b for b in doc["recipes"]["whispercpp"]["backends"] if b["name"] == "rocm")
+    assert "kernel" not in v["reason"]
+
+
+def test_cuda_needs_a_loaded_driver_even_without_a_family_list(run):
+    # acestep's cuda row takes any NVIDIA GPU; without a driver it still cannot run
+    prof = profile(nvidia_gpus=[nv(0, "sm_86", "NVIDIA GeForce RTX 3090", 24, driver=None, driver_loaded=False)])
+    r, doc = run(prof, "acestep")
+    rec = doc["recipes"]["acestep"]
+    cuda = next(b for b in rec["backends"] if b["name"] == "cuda")
+    assert cuda["supported"] is False and "driver is not loaded" in cuda["reason"]
+
+
+def test_vulkan_on_an_nvidia_machine_does_not_blame_a_missing_amd_gpu(run):
+    # llamacpp's vulkan row lists amd_gpu and cpu only; on an NVIDIA machine say that precisely
+    prof = profile(nvidia_gpus=[nv(0, "sm_70", "NVIDIA TITAN V", 12)])
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    text = "; ".join(v["notes"]) + v["reason"]
+    assert "No AMD GPU found" not in text
+    assert "NVIDIA TITAN V" in text
+
+
+def test_lemonade_policy_prefers_a_system_llama_server(run):
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24)],
+                   executables={"llama-server": "/usr/local/bin/llama-server"})
+    r, doc = run(prof, "llamacpp", "--policy", "lemonade")
+    assert doc["recipes"]["llamacpp"]["backend"] == "system"
+    r, doc = run(prof, "llamacpp")  # accelerator-first keeps the GPU build unless told
+    assert doc["recipes"]["llamacpp"]["backend"] == "vulkan"
