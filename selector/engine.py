@@ -197,6 +197,7 @@ class Machine:
         self.metal = profile.metal.available
         self.executables = profile.executables
         self.by_type = {"amd_gpu": amd, "nvidia_gpu": nv, "amd_npu": npus, "intel_gpu": intel}
+        self.devices: dict = {}  # (id(profile device), family, token) -> Device, shared across rows
 
     def cpu_device(self) -> Device:
         return Device("cpu", self.arch, 0, self.profile.cpu.brand or None)
@@ -273,75 +274,78 @@ def _access_reason(g, backend: str, access: str) -> str:
     return f"{g.name}: this process cannot open {what}, so {backend} cannot use it" + (f" ({fix})" if fix else "")
 
 
-def _amd_device(g, eff, fam, token) -> Device:
-    return Device("amd_gpu", fam, g.index, g.name, g.vram_bytes, g.pci.bus_id if g.pci else None,
-                  getattr(g, "unique_id", None), g, token)
+def _amd_device(m: Machine, g, fam, token) -> Device:
+    key = (id(g), fam, token)
+    dev = m.devices.get(key)
+    if dev is None:
+        dev = m.devices[key] = Device("amd_gpu", fam, g.index, g.name, g.vram_bytes, g.pci.bus_id if g.pci else None,
+                                      getattr(g, "unique_id", None), g, token)
+    return dev
+
+
+def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
+               access: str, g) -> tuple[str, str | None, bool]:
+    """(why not, or ''; the row token matched; whether the family is what failed) for one AMD GPU."""
+    eff = g.gfx_effective or g.gfx
+    if settings.policy != "lemonade":
+        for ex in catalog.exclusions_for(row.backend, "amd_gpu"):
+            if _matches_family(g.gfx, ex.families):
+                return f"{ex.reason} ({g.name}, {g.gfx})", None, False
+    token = None
+    if fams:
+        token = _token(eff, fams)
+        if token is None:
+            why = _family_reason(row, eff, g.name) or f"Unsupported GPU: {eff} ({row.backend} needs {describe_families(fams)})"
+            if eff != g.gfx:
+                why += f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})"
+            return why, None, True
+    for gate in catalog.gates_for(recipe.name, row.backend).get(eff, ()):
+        if m.os not in gate.os or channel not in gate.channels:
+            return gate.reason, token, False
+        if "cwsr" in gate.needs and getattr(g, "cwsr", None) is False:
+            return gate.reason, token, False
+    return _access_reason(g, row.backend, access) or requires.check(m, row, g), token, False
 
 
 def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
                access: str):
-    backend = row.backend
     found, passed, notes = [], [], []
-    excl = catalog.exclusions_for(backend, "amd_gpu") if settings.policy != "lemonade" else ()
-    gates = catalog.gates_for(recipe.name, backend)
-    mismatch = []  # (eff, g, overridden) whose family the row lacks
+    memo: dict = {}  # identical GPUs (a node of eight MI300X) are judged once
     for g in m.amd_all:
         eff = g.gfx_effective or g.gfx
-        overridden = eff != g.gfx
-        why = ""
-        for ex in excl:
-            if _matches_family(g.gfx, ex.families):
-                why = f"{ex.reason} ({g.name}, {g.gfx})"
-                break
-        token = None
-        if not why and fams:
-            token = _token(eff, fams)
-            if token is None:
-                mismatch.append((eff, g, overridden))
-                passed.append((_amd_device(g, eff, eff, None), _family_reason(row, eff, g.name) or
-                               f"Unsupported GPU: {eff} ({backend} needs {describe_families(fams)})"))
-                continue
-        if not why:
-            for gate in gates.get(eff, ()):
-                if m.os not in gate.os or channel not in gate.channels:
-                    why = gate.reason
-                    break
-                if "cwsr" in gate.needs and getattr(g, "cwsr", None) is False:
-                    why = gate.reason
-                    break
-        if not why:
-            why = _access_reason(g, backend, access)
-        if not why:
-            why = requires.check(m, row, g)
-        dev = _amd_device(g, eff, eff if fams else g.gfx, token)
+        key = (g.gfx, eff, g.name, getattr(g, "usable_compute", True), getattr(g, "usable_graphics", True),
+               getattr(g, "cwsr", None), getattr(g, "access_fix", None))
+        verdict = memo.get(key)
+        if verdict is None:
+            verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, settings, channel, access, g)
+        why, token, _ = verdict
+        dev = _amd_device(m, g, eff if fams else g.gfx, token)
         if why:
             passed.append((dev, why))
             continue
-        if fams and overridden:
+        if fams and eff != g.gfx:
             note = f"judged as {eff} through HSA_OVERRIDE_GFX_VERSION (hardware: {g.gfx})"
             if note not in notes:
                 notes.append(note)
         found.append(dev)
-    reasons = _reasons(passed, mismatch, backend, fams, row)
-    return found, passed, reasons, notes
+    mismatch = [v for v in memo.values() if v[2]]
+    return found, passed, _reasons(passed, len(mismatch), row, fams), notes
 
 
-def _reasons(passed, mismatch, backend, fams, row) -> list[str]:
-    """Words for the devices passed over: one per device, family mismatches of several GPUs merged."""
+def _reasons(passed, mismatches: int, row: Row, fams) -> list[str]:
+    """Words for the devices passed over, each distinct reason once; when several kinds of GPU miss the
+    row's families, one sentence names them all."""
     out = []
-    if len(mismatch) > 1 and not row.extra.get("family_reason"):
-        names = ", ".join(f"{eff} ({g.name})" for eff, g, _ in mismatch)
-        out.append(f"Unsupported GPUs: {names} ({backend} needs {describe_families(fams)})")
-        merged = True
-    else:
-        merged = False
+    merged = mismatches > 1 and not row.extra.get("family_reason")
+    if merged:
+        kinds = []
+        for dev, why in passed:
+            if why.startswith("Unsupported GPU: ") and f"{dev.family} ({dev.name})" not in kinds:
+                kinds.append(f"{dev.family} ({dev.name})")
+        out.append(f"Unsupported GPUs: {', '.join(kinds)} ({row.backend} needs {describe_families(fams)})")
     for dev, why in passed:
         if merged and why.startswith("Unsupported GPU: "):
             continue
-        g = dev.gpu
-        eff = dev.family
-        if why.startswith("Unsupported GPU: ") and g is not None and (g.gfx_effective or g.gfx) != g.gfx:
-            why += f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})"
         if why not in out:
             out.append(why)
     return out

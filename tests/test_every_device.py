@@ -219,3 +219,15 @@ def test_lemonade_policy_prefers_a_system_llama_server(run):
     assert doc["recipes"]["llamacpp"]["backend"] == "system"
     r, doc = run(prof, "llamacpp")  # accelerator-first keeps the GPU build unless told
     assert doc["recipes"]["llamacpp"]["backend"] == "vulkan"
+
+
+@pytest.mark.parametrize("prof", [TRIO, HALO_EGPU, TITAN_ADA, CONTAINER], ids=["trio", "halo-egpu", "titan-ada", "container"])
+def test_mixed_machines_follow_the_documented_schema(run, prof):
+    import jsonschema
+    from test_json_contract import schema
+
+    r, doc = run(prof, "pick", "--all")
+    jsonschema.validate(doc, schema("pick"))
+    assert any(len(b["devices"]) > 1 or b["passed_over"] for rec in doc["recipes"].values() for b in rec["backends"])
+    r, doc = run(prof, "check", "llamacpp", "rocm")
+    jsonschema.validate(doc, schema("check"))
