@@ -497,7 +497,8 @@ def verify_build(exe: str | None, step: dict, expected: dict | None, *, run_env:
         res["fix"] = (fixes.get("timeout") or "").replace("{timeout}", f"{timeout:g}") or None
     report = {
         "verdict": res["verdict"], "exit_code": EXIT[res["verdict"]], "message": res["message"],
-        "evidence": res["evidence"], "fix": res["fix"], "causes": [],
+        "evidence": res["evidence"], "fix": res["fix"].replace("{recipe}", recipe or "RECIPE") if res["fix"] else None,
+        "causes": [],
         "devices": [{k: v for k, v in d.items() if k != "line"} for d in res["devices"]],
         "matched": res["matched"]["id"] if res["matched"] else None,
         "expected": expected, "command": cmd, "env": env_shown, "status": r["status"],

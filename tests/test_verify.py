@@ -251,6 +251,7 @@ def test_missing_rocm_library_does_not_start_and_names_therock(tmp_path):
     assert "libhipblas.so.3" in rep["message"]
     assert rep["evidence"] == [R.HIPBLAS_ERR.strip().split("./llama-server: ")[1]]
     assert "TheRock" in rep["fix"] and "LD_LIBRARY_PATH" in rep["fix"]
+    assert "pick-backend install llamacpp --backend rocm" in rep["fix"]
     assert "libhipblas.so.3" in rep["stderr_tail"]
 
 
@@ -426,3 +427,17 @@ def test_bundled_verify_file_loads_and_covers_the_asset_recipes():
             step = V.step_for(spec, name, backend)
             assert step["parser"] in V.PARSERS and step["args"], (name, backend)
     assert V.step_for(spec, "llamacpp", "rocm-nightly")["prefixes"] == ["ROCm", "HIP"]
+
+
+def test_verify_json_follows_the_documented_schema(tmp_path):
+    import jsonschema
+    from test_json_contract import schema
+
+    s = schema("verify")
+    jsonschema.validate(verify(STRIX, tmp_path, "--json").json(), s)  # not installed
+    for text in (script(R.RADV_STRIX_OUT, R.RADV_STRIX_ERR), script(stderr=R.HIPBLAS_ERR, rc=127),
+                 script(R.ROCM_NONE_OUT, R.ROCM_NONE_ERR)):
+        fake_build(tmp_path, "vulkan", text)
+        r = verify(STRIX, tmp_path, "--json")
+        jsonschema.validate(r.json(), s)
+        assert r.rc == r.json()["exit_code"]
