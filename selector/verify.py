@@ -239,6 +239,15 @@ def judge(step: dict, expected: dict | None, status: int | None, output: str, *,
             fix = fixes.get("wrong_arch") if what == "wrong_arch" else \
                 "the build needs a newer C library (glibc) than this system has"
             return done(NO_START, "the executable cannot run on this system", [line.strip()], fix)
+    for pat in spec.get("unknown_flag", {}).get("patterns", []):
+        if pat in output:
+            line = next((x for x in output.splitlines() if pat in x), pat)
+            return done(UNKNOWN, "the build does not know its device-listing flag", [line.strip()],
+                        spec["unknown_flag"].get("fix"))
+    known = spec.get("exit_statuses", {}).get(str(status)) if status is not None else None
+    if known:
+        return done(NO_START, f"{known}, exit status {status}", tail_lines(output, 5),
+                    fixes.get("wrong_arch") if "architecture" in known else None)
     if status is None or status != 0:
         why = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"
         return done(NO_START, f"the build stopped with {why}", tail_lines(output, 5))

@@ -441,3 +441,14 @@ def test_verify_json_follows_the_documented_schema(tmp_path):
         r = verify(STRIX, tmp_path, "--json")
         jsonschema.validate(r.json(), s)
         assert r.rc == r.json()["exit_code"]
+
+
+def test_judge_reads_windows_loader_statuses_and_old_builds():
+    spec = V.load_spec("lemonade")
+    step = V.step_for(spec, "llamacpp", "vulkan")
+    dll = V.judge(step, None, 0xC0000135, "", spec=spec)
+    assert dll["verdict"] == "does_not_start" and "DLL" in dll["message"]
+    assert V.judge(step, None, 0xC000007B, "", spec=spec)["fix"]  # another architecture: reinstall
+    # a build older than --list-devices starts, but cannot list: not "does not start"
+    old = V.judge(step, None, 1, "error: invalid argument: --list-devices\n", spec=spec)
+    assert old["verdict"] == "unknown" and "older" in old["fix"]
