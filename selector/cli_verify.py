@@ -63,8 +63,8 @@ def verify_recipe(o: Opts, name: str, backend: str | None, timeout: float, path:
     run_env = dict(getattr(d, "run_env", None) or {})
     rep = verify.verify_build(exe, step, expected, run_env=run_env, timeout=timeout, lib_dirs=libs, spec=spec,
                               profile=profile, recipe=name, backend=d.backend if backend else "")
-    head = {"schema_version": 1, "recipe": name, "backend": d.backend, "dir": None if d.backend == "system" else dirname,
-            "path": where}
+    head = {"schema_version": 1, "recipe": name, "backend": d.backend,
+            "dir": None if d.backend == "system" else dirname, "path": where}
     return {**head, **rep}
 
 

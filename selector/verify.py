@@ -179,7 +179,8 @@ def match_device(expected: dict | None, dev: dict) -> tuple[bool, str]:
         return True, "no picked device to compare with: any GPU counts"
     want_pci, got_pci = _norm_pci(expected.get("bus_id")), _norm_pci(dev.get("pci"))
     if want_pci and got_pci:
-        return (want_pci == got_pci), f"PCI {dev['pci']}" + ("" if want_pci == got_pci else f" is not {expected['bus_id']}")
+        same = want_pci == got_pci
+        return same, f"PCI {dev['pci']}" + ("" if same else f" is not {expected['bus_id']}")
     dtoks, etoks = _tokens(dev["name"]), _tokens(expected.get("name") or "")
     want_vendor = _TYPE_VENDOR.get(expected.get("type"))
     got_vendor = _vendor(dtoks)
@@ -221,7 +222,8 @@ def judge(step: dict, expected: dict | None, status: int | None, output: str, *,
         return res
 
     if start_error is not None:
-        return done(NO_START, start_error, [start_error], fixes.get("wrong_arch") if "exec format" in start_error.lower() else None)
+        arch = "exec format" in start_error.lower()
+        return done(NO_START, start_error, [start_error], fixes.get("wrong_arch") if arch else None)
     if timed_out:
         return done(NO_START, "timed out: no answer within the time limit", tail_lines(output, 5))
     lib = re.search(r"error while loading shared libraries: (\S+?): (.*)", output)
@@ -256,8 +258,8 @@ def judge(step: dict, expected: dict | None, status: int | None, output: str, *,
         return done(VERIFIED, "the build starts (it has no device listing to compare with the pick)",
                     tail_lines(output, 1))
 
-    seen, devs = parse_devices(output, tuple(spec.get("software_devices", {}).get("names", ("llvmpipe", "lavapipe", "swiftshader"))),
-                               tuple(spec.get("cpu_prefixes", ("CPU", "BLAS", "RPC"))))
+    software = spec.get("software_devices", {}).get("names", ("llvmpipe", "lavapipe", "swiftshader"))
+    seen, devs = parse_devices(output, tuple(software), tuple(spec.get("cpu_prefixes", ("CPU", "BLAS", "RPC"))))
     devices.extend(devs)
     if not seen:
         return done(UNKNOWN, "the build ran but printed no device list that can be read", tail_lines(output, 5))

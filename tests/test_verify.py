@@ -9,8 +9,6 @@ llama.cpp's format ``  <NAME><N>: <description> (<total> MiB, <free> MiB free)``
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -115,7 +113,7 @@ def verify(root, cache, *args, env=None, profile=None):
     return run_cli(*where, "verify", "llamacpp", "--cache-dir", str(cache), *args, env=env)
 
 
-def report_profile(tmp_path, base, nvidia=None, amd=None):
+def report_profile(tmp_path, base, nvidia=None, amd=None, patch=None):
     """The machine of a report as a saved Profile: its GPUs (name, memory, target) are the
     report's; everything else (OS, driver, CPU) is the base fixture's (DERIVED)."""
     p = profile_of(os.path.basename(base)).to_dict()
@@ -129,6 +127,8 @@ def report_profile(tmp_path, base, nvidia=None, amd=None):
         p["amd_gpus"] = [dict(tmpl, index=i, name=n, gfx=gfx, gfx_effective=gfx, integrated=igpu,
                               vram_bytes=mib * 1048576, pci=dict(tmpl["pci"], bus_id=None))
                          for i, (n, mib, gfx, igpu) in enumerate(amd)]
+    if patch:
+        patch(p)
     path = tmp_path / "report-profile.json"
     path.write_text(json.dumps(p))
     return path
@@ -143,7 +143,8 @@ def test_vulkan_on_amd_radv_verified(tmp_path):
     r = verify(STRIX, tmp_path, "--json")
     assert r.rc == 0, r.err
     rep = r.json()
-    assert (rep["schema_version"], rep["recipe"], rep["backend"], rep["verdict"]) == (1, "llamacpp", "vulkan", "verified")
+    assert (rep["schema_version"], rep["recipe"], rep["backend"], rep["verdict"]) == \
+        (1, "llamacpp", "vulkan", "verified")
     assert rep["matched"] == "Vulkan0"
     assert rep["devices"] == [{"id": "Vulkan0", "backend": "Vulkan", "index": 0,
                                "name": "AMD Radeon Graphics (RADV GFX1151)", "total_mib": 65536, "free_mib": 63000,
@@ -240,6 +241,23 @@ def test_no_gpu_names_the_hsa_override_as_a_likely_cause(tmp_path):
     rep = r.json()
     assert rep["verdict"] == "no_gpu"
     assert any("HSA_OVERRIDE_GFX_VERSION" in c and "gfx1031" in c for c in rep["causes"]), rep["causes"]
+
+
+def test_no_gpu_names_render_group_and_missing_vulkan_driver(tmp_path):
+    # the Strix Halo capture as a user outside the render group and without Mesa's RADV (DERIVED:
+    # the probe's access_fix and an empty ICD list, as the access and Vulkan probes report them)
+    def patch(p):
+        p["amd_gpus"][0]["access_fix"] = "add the user to the render group (sudo usermod -aG render $USER)"
+        p["vulkan"]["gpu_drivers"] = []
+
+    prof = report_profile(tmp_path, STRIX, patch=patch)
+    fake_build(tmp_path, "vulkan", script("Available devices:\n"))
+    r = verify(None, tmp_path, "--backend", "vulkan", "--json", profile=prof)
+    assert r.rc == 3
+    causes = r.json()["causes"]
+    assert any("render group" in c for c in causes) and any("Vulkan driver (ICD)" in c for c in causes), causes
+    human = verify(None, tmp_path, "--backend", "vulkan", profile=prof)
+    assert "likely causes:" in human.out and "usermod -aG render" in human.out
 
 
 def test_missing_rocm_library_does_not_start_and_names_therock(tmp_path):
