@@ -28,6 +28,7 @@ LAZY: dict[str, str] = {
     "install": "selector.cli_install:install_cmd",
     "status": "selector.cli_install:status_cmd",
     "uninstall": "selector.cli_install:uninstall_cmd",
+    "verify": "selector.cli_verify:verify_cmd",  # issue 16
 }
 
 

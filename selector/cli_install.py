@@ -54,9 +54,12 @@ def _explain(e) -> str:
 @click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default=None, help="Target CPU architecture.")
 @click.option("--allow-unverified", is_flag=True, help="Install an asset that has no SHA-256 to check against.")
 @click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")
+@click.option("--verify", "verify_flag", is_flag=True,
+              help="Run the new build's device check before it replaces the old one (see `verify`).")
+@click.option("--keep-unverified", is_flag=True, help="With --verify: install even when the check fails.")
 @click.pass_context
 def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
-                **kwargs):
+                verify_flag=False, keep_unverified=False, **kwargs):
     """Download, verify and install the picked backend build of RECIPE (or --backend B)."""
     from probes.host import InputError
     from selector import render
@@ -135,17 +138,42 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
         return
 
     from selector.install.download import Progress
-    from selector.install.installer import InstallError, install
+    from selector.install.installer import InstallError, VerifyFailed, install
 
+    # --- install --verify (issue 16) ---
+    verify_cb, reports = None, []
+    if verify_flag:
+        from selector.cli_verify import install_callback, print_report
+
+        verify_cb = install_callback(o, name, backend, plan, cache, 30.0, keep_unverified, reports)
+    # --- end install --verify ---
     try:
         with Progress(enabled=False if as_json else None) as progress:
-            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress)
+            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress, verify=verify_cb)
+    except VerifyFailed as e:
+        out["state"] = "verify_failed"
+        out["verify"] = reports[-1] if reports else None
+        if as_json:
+            render.emit_json(out)
+        elif reports:
+            print_report(reports[-1], err=True)
+        raise Fail(e.exit_code, f"{e}; the previous install is untouched (--keep-unverified installs it anyway)") \
+            from None
     except InstallError as e:
         raise Fail(EXIT_INSTALL, _explain(e)) from None
     out["artifacts"] = results
     out["state"] = "installed"
+    if verify_flag and not reports:  # nothing new was unpacked: check what is installed
+        from selector.cli_verify import verify_recipe
+
+        reports.append(verify_recipe(o, name, backend, 30.0))
+    if verify_flag:
+        out["verify"] = reports[-1]
+    verify_code = reports[-1]["exit_code"] if reports and not keep_unverified else 0
     if as_json:
         render.emit_json(out)
+        if verify_code:
+            sys.exit(verify_code)
         return
     for w in out["warnings"]:
         click.echo(f"warning: {w}", err=True)
@@ -156,6 +184,12 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
             continue
         check = ("SHA-256 verified (" + (r.get("digest_source") or "") + ")") if r.get("verified") else "UNVERIFIED"
         click.echo(f"installed {what} {r['version']} ({r['asset']}, {check}) -> {r['path']}")
+    if reports:
+        print_report(reports[-1])
+        if reports[-1]["exit_code"] and keep_unverified:
+            click.echo("warning: installed although the check failed (--keep-unverified)", err=True)
+    if verify_code:
+        sys.exit(verify_code)
 
 
 def _size(n) -> str:
@@ -195,8 +229,9 @@ def _split_dir(recipe, dirname):
 @click.command("status")
 @common
 @click.option("--json", "as_json", is_flag=True, help="Print the installed backends as JSON.")
+@click.option("--verify", "verify_flag", is_flag=True, help="Run each installed build's device check (see `verify`).")
 @click.pass_context
-def status_cmd(ctx, as_json, **kwargs):
+def status_cmd(ctx, as_json, verify_flag=False, **kwargs):
     """Every installed backend: version, pinned version, state and path."""
     from selector import render
     from selector.engine import state_for
@@ -226,15 +261,29 @@ def status_cmd(ctx, as_json, **kwargs):
                 "verified": rec.get("verified"),
                 "path": path,
             })
+    worst = 0
+    if verify_flag:  # issue 16: status --verify
+        from selector.cli_verify import verify_recipe
+
+        for r in rows:
+            rep = verify_recipe(o, r["recipe"], r["backend"], 30.0, path=r["path"])
+            r["device_check"] = rep
+            worst = max(worst, rep["exit_code"])
     if as_json:
         render.emit_json({"schema_version": 1, "cache": cache, "backends": rows})
-        return
+        sys.exit(worst)
     if not rows:
         click.echo(f"nothing installed in {cache}")
         return
     for r in rows:
         click.echo(f"{r['recipe']:<12} {r['dir']:<13} {r['version'] or '?':<20} pinned {r['pinned'] or '-':<20} "
                    f"{r['state']:<16} {r['path']}")
+        if verify_flag:
+            from selector.verify import WORDS
+
+            rep = r["device_check"]
+            click.echo(f"{'':<12} device check: {WORDS[rep['verdict']]}: {rep['message']}")
+    sys.exit(worst)
 
 
 @click.command("uninstall")

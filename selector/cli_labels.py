@@ -46,8 +46,10 @@ def write_atomic(path: str, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the labels as a JSON object.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
               help="Write the NFD feature file to PATH atomically (prints nothing unless --json).")
+@click.option("--verify", "verify_flag", is_flag=True,
+              help="Add <recipe>.verified=true|false: run each installed pick's device check (see `verify`).")
 @click.pass_context
-def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, **kwargs):
+def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, verify_flag=False, **kwargs):
     """Node labels (name=value per line) for Kubernetes Node Feature Discovery's local source.
 
     \b
@@ -66,7 +68,14 @@ def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, **kwargs):
     wanted = [r.strip() for r in (recipes_csv or "").split(",") if r.strip()]
     names = o.recipe_names(wanted)
     profile, _cat, _s, decisions, _warnings = decide_all(o, names)
-    lbls = labels_mod.labels(profile, decisions, prefix)
+    verified = None
+    if verify_flag:  # issue 16: only builds that are installed (or the system binary) are run
+        from selector.cli_verify import verify_recipe
+        from selector.engine import INSTALLED_STATES
+
+        verified = {d.recipe: verify_recipe(o, d.recipe, None, 30.0)["exit_code"] == 0
+                    for d in decisions if d.ok and d.state in INSTALLED_STATES}
+    lbls = labels_mod.labels(profile, decisions, prefix, verified)
     if write_path:
         try:
             write_atomic(write_path, labels_mod.feature_file(lbls))

@@ -17,6 +17,9 @@
 ``pick-backend.nvidia.<sm>=true``    every visible NVIDIA GPU whose sm is known
 ``pick-backend.npu=<generation>``    the NPU the engine would use (``XDNA1``, ``XDNA2``, ``unknown``)
 ``pick-backend.metal=true``          an Apple GPU with Metal
+``pick-backend.<recipe>.verified=``  with ``labels --verify`` only: ``true`` when the installed
+                                     build of the pick lists the picked device (``pick-backend
+                                     verify`` exits 0), else ``false``; absent when not installed
 ==================================  ==========================================================
 
 Install states are deliberately not labels: they change with every install and a labelling
@@ -110,8 +113,9 @@ def is_valid_value(v: str) -> bool:
     return bool(VALUE_RE.fullmatch(v))
 
 
-def labels(profile, decisions, prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
-    """Ordered labels for a Profile and the Decisions of the chosen recipes."""
+def labels(profile, decisions, prefix: str = DEFAULT_PREFIX, verified: dict | None = None) -> dict[str, str]:
+    """Ordered labels for a Profile and the Decisions of the chosen recipes.  ``verified``
+    (``labels --verify``): recipe -> whether its installed build passed ``verify``."""
     split_prefix(prefix)  # refuse a bad namespace before anything else
     out: dict[str, str] = {}
 
@@ -125,6 +129,8 @@ def labels(profile, decisions, prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
         for v in d.backends:
             if v.supported:
                 put(f"{d.recipe}.{v.name}", "true")
+        if verified and d.recipe in verified:  # issue 16
+            put(f"{d.recipe}.verified", "true" if verified[d.recipe] else "false")
 
     put("os", profile.os.name)
     put("arch", profile.cpu.arch)

@@ -24,6 +24,14 @@ class InstallError(Exception):
     """Install failed; the previous install is untouched (exit 4)."""
 
 
+class VerifyFailed(InstallError):  # issue 16: install --verify
+    """The new build did not pass its verification; the previous install is untouched."""
+
+    def __init__(self, exit_code: int, message: str):
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
 def dest_path(cache: str, a: Artifact) -> str:
     return os.path.join(cache, "bin", *a.dest.split("/"))
 
@@ -66,9 +74,11 @@ def resolve_remote(artifacts, env=None, attempts: int | None = None) -> None:
 
 
 def install(plan: Plan, cache: str, os_name: str, allow_unverified: bool = False, reinstall: bool = False,
-            progress=None, env=None) -> list[dict]:
+            progress=None, env=None, verify=None) -> list[dict]:
     """Install every artifact of ``plan`` that is not already there at its version.
-    Returns one result per artifact (``action``: installed | present)."""
+    Returns one result per artifact (``action``: installed | present).
+    ``verify(staging_dir) -> (ok, exit_code, message)`` is called for the backend build after unpack,
+    before the swap; when not ok, nothing is swapped and VerifyFailed carries the exit code."""
     results: list[dict] = []
     with contextlib.ExitStack() as locks:
         for a in plan.artifacts:  # always in plan order: backend, then runtime
@@ -93,11 +103,11 @@ def install(plan: Plan, cache: str, os_name: str, allow_unverified: bool = False
             if not a.expected_digest and not allow_unverified:
                 raise InstallError(f"{a.asset} has no published or pinned SHA-256, so it cannot be verified; "
                                    "pass --allow-unverified to install it anyway (recorded as unverified)")
-        _install_all(todo, cache, os_name, progress, results)
+        _install_all(todo, cache, os_name, progress, results, verify)
     return results
 
 
-def _install_all(todo, cache, os_name, progress, results):
+def _install_all(todo, cache, os_name, progress, results, verify=None):
     from selector.install.github import download_session
 
     session = download_session()
@@ -145,6 +155,14 @@ def _install_all(todo, cache, os_name, progress, results):
                 with open(os.path.join(staging, "method.txt"), "w", encoding="utf-8") as f:
                     f.write(a.method + "\n")
             staged.append((a, staging, d, record))
+        # --- verify hook (issue 16): after unpack, before swap ---
+        if verify is not None:
+            for a, staging, d, record in staged:
+                if a.kind == "backend":
+                    ok, code, message = verify(staging)
+                    if not ok:
+                        raise VerifyFailed(code, message)
+        # --- end verify hook ---
         for a, staging, d, record in staged:
             s = Swap(staging, d)
             s.run()
