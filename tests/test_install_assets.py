@@ -473,3 +473,16 @@ def test_cli_install_of_a_new_recipe_end_to_end_names_lemonades_asset(api, tmp_p
     a = r.json()["artifacts"][0]
     assert (a["repository"], a["asset"], a["destination"]) == \
         ("lemonade-sdk/ort-server", "ort-server-0.3.7-linux-x64.tar.gz", "onnxruntime/cpu")  # OR:118,129
+
+
+def test_split_archive_release_says_it_cannot_be_joined_yet():
+    """thenoise and vllm may publish parts plus a .partcount manifest (BU:584-628, TN:405, VL:780)."""
+    from selector.install.download import DownloadError
+    from selector.install.github import find_asset
+
+    base = "vllm0.20.1-rocm7.12.0-gfx1151-x64"
+    names = [f"{base}.partcount", f"{base}.part01-of-02.tar.gz", f"{base}.part02-of-02.tar.gz"]
+    rel = {"assets": [{"name": n, "browser_download_url": f"https://x/{n}"} for n in names]}
+    with pytest.raises(DownloadError) as e:
+        find_asset(rel, f"{base}.tar.gz", "lemonade-sdk/vllm-rocm", "vllm0.20.1-rocm7.12.0-gfx1151")
+    assert "split" in str(e.value) and f"{base}.tar.gz" in str(e.value)
