@@ -486,3 +486,21 @@ def test_split_archive_release_says_it_cannot_be_joined_yet():
     with pytest.raises(DownloadError) as e:
         find_asset(rel, f"{base}.tar.gz", "lemonade-sdk/vllm-rocm", "vllm0.20.1-rocm7.12.0-gfx1151")
     assert "split" in str(e.value) and f"{base}.tar.gz" in str(e.value)
+
+
+@pytest.mark.parametrize("name,recipe,want", [
+    # DGX Spark (GB10, sm_121, arm64): the engine picks cuda; Lemonade's aarch64 name (LL:215-216)
+    ("linux-dgxos7-dgx-spark-gb10", "llamacpp", ("cuda", "llama-b10397-ubuntu-cuda-sm_121-arm64.tar.xz", "llamacpp/cuda")),
+    ("linux-dgxos7-dgx-spark-gb10", "sd-cpp", ("cuda", "sd-master-65745b4-ubuntu-cuda-sm_121-arm64.tar.xz", "sd-cpp/cuda")),
+    # Windows on ARM: the pick is vulkan, and the build is Lemonade's x64 one (LL:246)
+    ("windows11-arm64-x64python", "llamacpp", ("vulkan", "llama-b10375-bin-win-vulkan-x64.zip", "llamacpp/vulkan")),
+    # Strix Point on Windows: ryzenai-llm on the NPU (RY:26), thenoise on the iGPU, named gfx1150 (TN:56)
+    ("windows11-strixpoint", "ryzenai-llm", ("npu", "ryzenai-server.zip", "ryzenai-llm/npu")),
+    ("windows11-strixpoint", "thenoise", ("rocm", "thenoise-0.3.0-rocm7.14.0-gfx1150-x64.tar.gz", "thenoise/rocm")),
+])
+def test_the_pick_on_a_real_capture_installs_lemonades_build(name, recipe, want, api, tmp_path, monkeypatch, capsys):
+    rc, out, err = dry_run(api, tmp_path, monkeypatch, capsys, recipe, root=machine(name))
+    assert rc == 0, err
+    plan = json.loads(out)
+    a = plan["artifacts"][0]
+    assert (plan["backend"], a["asset"], a["destination"]) == want

@@ -228,7 +228,6 @@ def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str,
         raise NoRule(f"no version pin for {rname} {dirname} in the catalog's versions file")
     values.update({
         "tag": tag,
-        "tag_sha": tag.rsplit("-", 1)[-1],
         "tag_short": short_tag(tag),
         "tag_nov": tag[1:] if tag.startswith("v") else tag,
     })
