@@ -504,3 +504,22 @@ def test_the_pick_on_a_real_capture_installs_lemonades_build(name, recipe, want,
     plan = json.loads(out)
     a = plan["artifacts"][0]
     assert (plan["backend"], a["asset"], a["destination"]) == want
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d["no_install"].__setitem__("trellis", {"cuda12": 3}), "no_install.trellis"),
+    (lambda d: d["recipes"]["vllm"]["backends"]["rocm"][0].__setitem__("release_tag", ""),
+     "recipes.vllm.backends.rocm[0].release_tag"),
+    (lambda d: d["therock"].__setitem__("url_mapping", ["gfx1151"]), "therock.url_mapping"),
+])
+def test_a_bad_assets_file_names_the_file_and_field(edit, field, tmp_path):
+    from probes.host import InputError
+    from selector.install.resolve import load_assets
+
+    data = json.load(open(os.path.join(ROOT, "selector", "catalogs", "lemonade-assets.json")))
+    edit(data)
+    path = tmp_path / "lemonade-assets.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError) as e:
+        load_assets(path=str(path))
+    assert str(path) in str(e.value) and field in str(e.value)
