@@ -14,7 +14,7 @@ import click
 
 from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
 
-GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")
+GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
 
 
@@ -35,6 +35,17 @@ def _target_profile(base, gfx, sm, os_name, arch):
         p.metal = Metal(available=True, chip="target")
     p.vulkan = Vulkan(loader=True, gpu_drivers=[])
     return p
+
+
+def _hardware_gfx(profile, device):
+    """The chosen AMD GPU's hardware gfx (KFD's, before HSA_OVERRIDE_GFX_VERSION): Lemonade names ROCm
+    assets and the TheRock directory after it (see selector/install/resolve.py)."""
+    if device is None or device.type != "amd_gpu":
+        return None
+    for g in profile.amd_gpus:
+        if g.index == device.index and g.gfx:
+            return g.gfx
+    return None
 
 
 def _explain(e) -> str:
@@ -98,7 +109,7 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
         raise
     try:
         plan = resolve.plan(assets, cat.recipes[name], d.backend, d.channel, device, profile.os.name,
-                            profile.cpu.arch, o.pins())
+                            profile.cpu.arch, o.pins(), hw_gfx=_hardware_gfx(profile, device))
     except resolve.NoRule as e:
         raise Fail(EXIT_UNSUPPORTED, str(e)) from None
     cache = cache_root(o.cache_dir)

@@ -427,8 +427,8 @@ def test_unsupported_backend_exit_3_and_force_with_target(srv, tmp_path):
 
 
 def test_no_install_rule_and_bad_input(srv, tmp_path):
-    r = run_cli("--root", STRIX, "install", "vllm", "--cache-dir", str(tmp_path), env=env_for(srv))
-    assert r.rc == 3 and "no install rule for vllm rocm" in r.err
+    r = run_cli("--root", STRIX, "install", "llamacpp-hrx", "--cache-dir", str(tmp_path), env=env_for(srv))
+    assert r.rc == 3 and "no install rule for llamacpp-hrx hrx" in r.err
     r = install(srv, tmp_path, "--force", "--gfx", "radeon")
     assert r.rc == 2 and "gfx target" in r.err
     r = run_cli("install", "llamacp", "--cache-dir", str(tmp_path), env=env_for(srv))

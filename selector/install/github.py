@@ -67,6 +67,12 @@ def find_asset(rel: dict, pattern: str, repo: str, tag: str) -> dict:
                                 f"{', '.join(a['name'] for a in hits)}; the asset rule must name one")
     else:
         hits = [a for a in assets if a["name"] == pattern]
+    if not hits and "*" in pattern:  # a wildcard rule that matches nothing: name it and what was there
+        seen = ", ".join(sorted(names)) if names else "none"
+        raise DownloadError(f"release {tag} of {repo} has no asset matching {pattern}; its assets: {seen}")
+    if not hits and pattern.endswith(".tar.gz") and f"{pattern[:-7]}.partcount" in names:
+        raise DownloadError(f"release {tag} of {repo} publishes {pattern} as split parts ({pattern[:-7]}.partNN-of-MM"
+                            ".tar.gz); pick-backend does not join split archives yet")
     if not hits:
         close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
         hint = f"; close: {', '.join(close)}" if close else (f"; it has: {', '.join(names[:8])}" if names else "")

@@ -3,13 +3,15 @@
 ``plan(assets, recipe, backend, channel, device, os_name, arch, pins)`` turns the engine's choice (the
 backend and the device it chose) and the asset rules of ``<catalog>-assets.json`` into a Plan: one
 artifact for the backend build and, for ROCm builds that need it, one for the TheRock runtime of the
-device's gfx target.  Nothing here talks to the network; sizes and digests come later from the
-releases API (see github.py).
+device's gfx target.  Names follow Lemonade's own install code (each rule cites its source), so both
+tools find the same files in the shared cache.  Nothing here talks to the network; sizes and digests
+come later from the releases API (see github.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from probes.host import InputError, read_json
@@ -107,10 +109,22 @@ def _validate(data, path):
                 need(rule.get("runtime") in (None, "therock"), f"{w}.runtime", "must be 'therock' when present")
                 need("/" in rule["repo"], f"{w}.repo", "must be owner/name")
                 need("/" not in rule["asset"] and ".." not in rule["asset"], f"{w}.asset", "must be a plain file name")
+                for key in ("pin", "release_tag", "pin_overrides"):
+                    need(rule.get(key) is None or (isinstance(rule[key], str) and rule[key]), f"{w}.{key}",
+                         "must be a non-empty string when present")
     tr = data.get("therock")
     if tr is not None:
         for key in ("version", "base_url", "asset", "dir", "url_mapping"):
             need(key in tr, f"therock.{key}", "is missing")
+        need(isinstance(tr["url_mapping"], dict), "therock.url_mapping", "must be an object")
+        need(tr.get("architectures") is None or isinstance(tr["architectures"], list), "therock.architectures",
+             "must be a list of gfx targets")
+    ni = data.get("no_install", {})
+    need(isinstance(ni, dict), "no_install", "must be an object {recipe: {backend: reason}}")
+    for rname, m in ni.items():
+        if not rname.startswith("_"):
+            need(isinstance(m, dict) and all(isinstance(v, str) for v in m.values()), f"no_install.{rname}",
+                 "must map backends to reasons")
 
 
 def rocm_family(assets: dict, gfx: str) -> str:
@@ -129,6 +143,22 @@ def pinned_checksum(assets: dict, repo: str | None, tag: str | None, asset: str)
     return v if isinstance(v, str) else None
 
 
+def short_tag(tag: str) -> str:
+    """sd.cpp's asset version: ``master-820-de298c2`` -> ``master-de298c2`` (the middle part dropped when it
+    is a number), else the tag unchanged (Lemonade sdcpp_server.cpp:93-115)."""
+    parts = tag.split("-", 2)
+    if len(parts) == 3 and parts[1].isdigit():
+        return f"{parts[0]}-{parts[2]}"
+    return tag
+
+
+def lemonade_rocm_arch(assets: dict, gfx: str, os_name: str) -> str:
+    """The arch Lemonade's SystemInfo::get_rocm_arch() reports for a GPU whose hardware target is ``gfx``:
+    the KFD target itself on Linux, the family name (gfx110X, gfx1151, gfx120X) on Windows, where Lemonade
+    reads it from the marketing name (system_info.cpp:1818-1887, 3474-3499 at e385039e)."""
+    return rocm_family(assets, gfx) if os_name == "windows" else gfx
+
+
 def _fill(pattern: str, values: dict) -> str:
     out = pattern
     for k, v in values.items():
@@ -137,11 +167,22 @@ def _fill(pattern: str, values: dict) -> str:
 
 
 def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str, arch: str, pins: dict,
-         env=None) -> Plan:
-    """The artifacts to install for ``backend`` of ``recipe`` on ``device`` (the engine's choice)."""
+         env=None, hw_gfx: str | None = None) -> Plan:
+    """The artifacts to install for ``backend`` of ``recipe`` on ``device`` (the engine's choice).
+
+    ``hw_gfx`` is the hardware gfx target of the chosen AMD GPU (the profile's ``AmdGpu.gfx``, which
+    ``HSA_OVERRIDE_GFX_VERSION`` does not change); Lemonade names ROCm assets and the TheRock directory
+    after it.  Without it the device's family (the effective target) stands in."""
     env = os.environ if env is None else env
     rname = recipe.name
     dirname = install_dir_name(recipe, backend, channel)
+    reason = ((assets.get("no_install") or {}).get(rname) or {}).get(backend)
+    if isinstance(reason, str):
+        raise NoRule(f"no install rule for {rname} {backend}: {reason}")
+    fmt = next((r.format for r in getattr(recipe, "rows", []) if r.backend == backend), None)
+    if fmt == "container":
+        raise NoRule(f"no install rule for {rname} {backend}: it runs as a container image, which pick-backend "
+                     "does not pull; use the image's own instructions")
     rdata = assets.get("recipes", {}).get(rname)
     if not rdata:
         raise NoRule(f"no install rule for {rname} {backend} (no asset rules for {rname} in the catalog's assets file)")
@@ -152,52 +193,77 @@ def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str,
     if rule is None:
         have = ", ".join(f"{r['os']}/{r['arch']}" for r in rules)
         raise NoRule(f"no install rule for {rname} {backend} on {os_name}/{arch} (published for: {have})")
-    rpins = pins.get(rname, {})
-    pin_key = rule.get("pin")
-    tag = rpins.get(pin_key) if pin_key else None
-    tag = tag or rpins.get(dirname) or rpins.get(backend)
-    if not tag:
-        raise NoRule(f"no version pin for {rname} {dirname} in the catalog's versions file")
 
     therock = assets.get("therock") or {}
-    values = {
-        "tag": tag,
-        "tag_sha": tag.rsplit("-", 1)[-1],
-        "tag_nov": tag[1:] if tag.startswith("v") else tag,
-        "therock_mm": ".".join(str(therock.get("version", "")).split(".")[:2]),
-    }
-    pattern = rule["asset"]
     gfx = device.family if device is not None and device.type == "amd_gpu" else None
-    if "{sm}" in pattern:
+    if gfx and hw_gfx:
+        gfx = hw_gfx
+    values = {
+        "therock_mm": ".".join(str(therock.get("version", "")).split(".")[:2]),
+        "therock": str(therock.get("version", "")),
+    }
+    text = rule["asset"] + (rule.get("release_tag") or "")
+    if "{sm}" in text:
         if device is None or device.type != "nvidia_gpu" or not device.family:
             raise NoRule(f"{rname} {backend}: the asset name needs the GPU's CUDA target (sm_XX); "
                          "none was found (pass --force --sm sm_89 to install for another machine)")
         values["sm"] = device.family
-    if "{family}" in pattern:
+    needs_gfx = any(p in text for p in ("{family}", "{rocm_arch}")) or rule.get("pin_overrides")
+    if needs_gfx:
         if not gfx:
             raise NoRule(f"{rname} {backend}: the asset name needs the GPU's gfx target; none was found "
                          "(pass --force --gfx gfx1100 to install for another machine)")
-        values["family"] = rocm_family(assets, gfx)
-    asset = _fill(pattern, values)
-    main = Artifact("backend", f"{rname}/{dirname}", tag, asset, repo=rule["repo"], tag=tag, binary=rdata["binary"],
-                    pinned_sha256=pinned_checksum(assets, rule["repo"], tag, asset))
-    out = Plan(rname, backend, dirname, tag, [main])
+        values["rocm_arch"] = lemonade_rocm_arch(assets, gfx, os_name)
+        values["family"] = rocm_family(assets, values["rocm_arch"])
+
+    rpins = pins.get(rname, {})
+    pin_key = rule.get("pin")
+    tag = rpins.get(pin_key) if pin_key else None
+    tag = tag or rpins.get(dirname) or rpins.get(backend)
+    if rule.get("pin_overrides"):
+        over = rpins.get(rule["pin_overrides"])
+        if isinstance(over, dict) and isinstance(over.get(values["family"]), str):
+            tag = over[values["family"]]
+    if not tag or not isinstance(tag, str):
+        raise NoRule(f"no version pin for {rname} {dirname} in the catalog's versions file")
+    values.update({
+        "tag": tag,
+        "tag_short": short_tag(tag),
+        "tag_nov": tag[1:] if tag.startswith("v") else tag,
+    })
+    release = tag
+    if rule.get("release_tag"):
+        # vllm: one release per GPU family; a pin that already names a family must name this one
+        m = re.search(r"-(gfx[0-9a-fA-FxX]+)$", tag)
+        if m and m.group(1) != values.get("family"):
+            raise NoRule(f"{rname} {backend}: the pin {tag} targets {m.group(1)} but this GPU is "
+                         f"{values.get('family')}")
+        release = tag if m else _fill(rule["release_tag"], values)
+    values["release_tag"] = release
+    asset = _fill(rule["asset"], values)
+    main = Artifact("backend", f"{rname}/{dirname}", release, asset, repo=rule["repo"], tag=release,
+                    binary=rdata["binary"], pinned_sha256=pinned_checksum(assets, rule["repo"], release, asset))
+    out = Plan(rname, backend, dirname, release, [main])
 
     if rule.get("runtime") == "therock":
         if not therock:
             raise NoRule(f"{rname} {backend} needs the TheRock runtime but the assets file has no 'therock' block")
         if not gfx:
             raise NoRule(f"{rname} {backend}: the TheRock runtime is chosen by the GPU's gfx target; none was found")
-        mapped = therock["url_mapping"].get(gfx)
-        if not mapped:
-            raise NoRule(f"no TheRock runtime is published for {gfx} (known: {', '.join(sorted(therock['url_mapping']))})")
+        rock_arch = lemonade_rocm_arch(assets, gfx, os_name)
+        known = therock.get("architectures")
+        if known is not None and rock_arch not in known:
+            # Lemonade installs no runtime for an arch it does not list (backend_manager.cpp:241-254)
+            return out
+        mapped = therock["url_mapping"].get(rock_arch) or rock_arch  # unmapped: verbatim, as Lemonade does
         version = therock["version"]
         os_word = (therock.get("os_names") or {}).get(os_name, os_name)
         rt_asset = _fill(therock["asset"], {"os": os_word, "therock": mapped, "version": version})
         base = (env.get(THEROCK_URL_ENV) or therock["base_url"]).rstrip("/")
         url = f"{base}/{rt_asset}"
-        dest = _fill(therock["dir"], {"arch": gfx, "version": version})
-        out.artifacts.append(Artifact("runtime", dest, version, rt_asset, url=url, expect=therock.get("expect"),
+        dest = _fill(therock["dir"], {"arch": rock_arch, "version": version})
+        expect = (therock.get("expect_by_os") or {}).get(os_name) or therock.get("expect")
+        out.artifacts.append(Artifact("runtime", dest, version, rt_asset, url=url, expect=expect,
                                       pinned_sha256=pinned_checksum(assets, None, None, rt_asset),
                                       method="tarball"))
     return out
