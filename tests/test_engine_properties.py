@@ -113,6 +113,7 @@ def test_gfx950_never_passes_on_nightly_or_windows(args):
 def test_system_is_never_picked_without_prefer_system(args):
     prof, s, recipe, installed = args
     s.prefer_system = False
+    s.policy = "accelerator-first"  # --policy lemonade follows Lemonade's defaults.json (llamacpp prefers system)
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
     assert d.backend != "system"
 
