@@ -594,7 +594,9 @@ def state_for(recipe: Recipe, backend: str, channel: str, supported: bool, insta
     want = rpins.get(dirname, rpins.get(backend))
     if want is None:
         return "installed" if have else "update_required"
-    return "installed" if have == want else "update_required"
+    # an installed "<pin>-<suffix>" matches, as in Lemonade (system_info.cpp: vllm writes
+    # vllm0.20.1-rocm7.12.0-gfx1151 for the pin vllm0.20.1-rocm7.12.0)
+    return "installed" if have == want or (have or "").startswith(want + "-") else "update_required"
 
 
 def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, installed: dict, pins: dict,
