@@ -298,11 +298,11 @@ _HAS_DEVICE = {
 }
 
 
-def _check_requires(m: Machine, row: Row) -> str:
+def _check_requires(m: Machine, row: Row, gpu=None) -> str:
     """Extra conditions of a row beyond OS and device; '' when met."""
     if row.format == "container" and not (m.executables.get("docker") or m.executables.get("podman")):
         return "needs docker or podman"
-    return requires.check(m, row)
+    return requires.check(m, row, gpu)
 
 
 def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
@@ -316,7 +316,7 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     for dtype, fams in entries:
         dev, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel)
         if dev is not None:
-            missing = _check_requires(m, row)
+            missing = _check_requires(m, row, {"nvidia_gpu": m.nvidia, "amd_gpu": m.amd, "intel_gpu": m.intel}.get(dtype))
             if missing:
                 return None, missing, []
             if row.note:
