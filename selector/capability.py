@@ -124,9 +124,7 @@ def advise(profile, catalog, decisions) -> dict | None:
         recipe = catalog.recipes[d.recipe]
         capmap = recipe.extra.get("capabilities")
         out: dict = {"installs": None, "same_as_pick": None, "commands": [], "note": ""}
-        if capmap is None:
-            out["note"] = f"{engine}'s backend index has no capability map for {d.recipe}; install the image by name"
-        else:
+        if capmap is not None:
             key = resolve(choice.value, capmap, spec["fallback"])
             own = capmap.get(key) if key else None
             if own is not None and not compatible(own, choice.value, spec):
@@ -141,6 +139,8 @@ def advise(profile, catalog, decisions) -> dict | None:
             recipes[d.recipe] = out
             continue
         out["same_as_pick"] = pick == out["installs"] if capmap is not None else None
+        if capmap is None:
+            out["note"] = f"{engine}'s backend index has no capability map for {d.recipe}: install the image by name"
         if out["same_as_pick"]:
             out["commands"] = [f"local-ai backends install {d.recipe}"]
         else:
