@@ -197,3 +197,18 @@ def test_bad_capability_or_cuda_data_is_exit_5_naming_the_entry(tmp_path, change
     assert r.rc == 5, r.out + r.err
     assert "bad.json" in r.err and words in r.err
     assert "Traceback" not in r.err
+
+
+def test_the_same_cuda_gate_judges_lemonades_llamacpp_cuda_build(tmp_path):
+    # lemonade-sdk/llama.cpp builds its CUDA assets with CUDA 12.9 (SASS per sm): a CUDA 11.8 driver cannot load them
+    dest = tmp_path / "m"
+    shutil.copytree(machine(RTX4090_570), dest, symlinks=True)
+    cap = json.loads((dest / "capture.json").read_text())
+    cap["nvml"].update(driver_version="520.61.05", cuda_driver_version=11080)
+    (dest / "capture.json").write_text(json.dumps(cap))
+    r = run_cli("--root", str(dest), "llamacpp", "--json")
+    rec = r.json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan"
+    assert verdict(rec, "cuda")["reason"] == "needs an NVIDIA driver for CUDA 12.x (525.60.13 or newer; found 520.61.05, CUDA 11.8)"
+    r = run_cli("--root", machine(RTX4090_570), "llamacpp", "--json")
+    assert r.json()["recipes"]["llamacpp"]["backend"] == "cuda"
