@@ -21,6 +21,7 @@ KEYS = {
     "macos_min": "version",  # macOS product version, e.g. "15"
     "boards": "strs",  # device-tree board / SoC tokens, e.g. rk3588 (Profile.board)
     "vulkan": "flag",  # true: the GPU the row runs on needs its vendor's driver for Vulkan (an NVIDIA card without one has none)
+    "amd_compute": "flag",  # true: a ROCm/HIP build: the AMD GPU must be usable for compute (/dev/kfd)
     "cuda": "cuda",  # the CUDA build: {"toolkit": "12.8", "sass": ["sm_86", "sm_120a"], "ptx": ["sm_61"]}
 }
 
@@ -200,6 +201,9 @@ def check(m, row, gpu=None) -> str:
         if g is not None and hasattr(g, "cuda_driver_version") and (
                 getattr(g, "driver_loaded", True) is False or (g.sm is None and not g.driver_version)):
             return f"Vulkan on {g.name} needs the NVIDIA driver, and none is loaded"
+    if req.get("amd_compute") and gpu is not None and getattr(gpu, "usable_compute", True) is False:
+        fix = getattr(gpu, "access_fix", None)
+        return f"ROCm needs /dev/kfd, and {gpu.name} is not usable for compute here" + (f" ({fix})" if fix else "")
     build = req.get("cuda")
     if build:
         why = cuda_reason(gpu if gpu is not None else getattr(m, "nvidia", None), build)

@@ -212,3 +212,17 @@ def test_the_same_cuda_gate_judges_lemonades_llamacpp_cuda_build(tmp_path):
     assert verdict(rec, "cuda")["reason"] == "needs an NVIDIA driver for CUDA 12.x (525.60.13 or newer; found 520.61.05, CUDA 11.8)"
     r = run_cli("--root", machine(RTX4090_570), "llamacpp", "--json")
     assert r.json()["recipes"]["llamacpp"]["backend"] == "cuda"
+
+
+def test_rocm_images_need_an_amd_gpu_usable_for_compute(tmp_path):
+    # a container without /dev/kfd: the Profile's usable_compute is false (the device-access probe's fact)
+    r = run_cli("--root", machine(HALO_96G), "probe", "--json")
+    prof = r.json()
+    prof["amd_gpus"][0]["usable_compute"] = False
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(prof))
+    r = run_cli("--profile", str(path), "--catalog", "localai", "llama-cpp", "strata", "--json")
+    recs = r.json()["recipes"]
+    assert recs["llama-cpp"]["backend"] == "vulkan"
+    assert verdict(recs["llama-cpp"], "rocm")["reason"].startswith("ROCm needs /dev/kfd")
+    assert recs["strata"]["backend"] is None and r.rc == 3
