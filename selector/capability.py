@@ -157,6 +157,9 @@ def advise(profile, catalog, decisions) -> dict | None:
                     out["commands"] = [f"local-ai backends install {pick}"]
             if out["installs"] and not out["note"]:
                 out["note"] = f"{engine} by itself would install {out['installs']}"
+                theirs = next((v for v in d.backends if image_of(v) == out["installs"]), None)
+                if theirs is not None and not theirs.supported:
+                    out["note"] += f", which does not run here: {theirs.reason}"
         recipes[d.recipe] = out
     notes = []
     if len(wanted) > 1:
