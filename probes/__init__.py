@@ -44,6 +44,9 @@ def probe(host, detailed: bool = False) -> Profile:
     for name, fn in steps:
         _run(name, fn, host, profile)
     _run("executables", _executables, host, profile)
+    from probes import engines
+
+    _run("engines", engines.probe, host, profile)
     if detailed:
         _run("cpu_detailed", _cpuinfo_detailed, host, profile)
     return profile

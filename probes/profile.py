@@ -136,6 +136,9 @@ class Profile(Record):
     warnings: list[Warning_] = field(default_factory=list)
     intel_gpus: list[IntelGpu] = field(default_factory=list)
     board: str | None = None  # device-tree board (Jetson, Raspberry Pi, Rockchip SoC)
+    cuda_toolkits: list[str] = field(default_factory=list)  # majors of /usr/local/cuda-N (probes/engines.py)
+    localai_capability: str | None = None  # forced on LocalAI by its env var or run file
+    localai_capability_source: str | None = None  # "env" | "run_file"
     schema_version: int = SCHEMA_VERSION
 
     def warn(self, probe: str, message: str) -> None:

@@ -142,12 +142,13 @@ def _strs(value, path, where, allowed=None, empty_ok=True):
 #   device_notes   {device_type: note}: a note added to the verdict when the machine has that device
 #   install        the command that installs this variant ("local-ai backends install cuda13-strata")
 #   env            {VAR: value}: environment that forces the same choice in the engine itself
-ROW_EXTRAS = ("family_reason", "device_notes", "install", "env")
+#   source         where the row's facts come from (file, line, commit)
+ROW_EXTRAS = ("family_reason", "device_notes", "install", "env", "source")
 DISPLAY_FIELDS = ("install", "env")  # surfaced in the verdict / decision JSON when present
 
 
 def _check_requires(requires: dict, path, where) -> None:
-    from selector.requires import KEYS, is_version
+    from selector.requires import KEYS, is_version, parse_sm
 
     for key, value in requires.items():
         kind = KEYS.get(key)
@@ -156,6 +157,20 @@ def _check_requires(requires: dict, path, where) -> None:
             _need(isinstance(value, str) and value, path, f"{where}.{key}", "must be a non-empty string")
         elif kind == "version":
             _need(is_version(value), path, f"{where}.{key}", f"must be a version string like \"580\" or \"2.39\", found {value!r}")
+        elif kind == "flag":
+            _need(value is True, path, f"{where}.{key}", f"must be true, found {value!r}")
+        elif kind == "cuda":
+            w = f"{where}.{key}"
+            _need(isinstance(value, dict), path, w, 'must be an object {"toolkit": "12.8", "sass": [...], "ptx": [...]}')
+            bad = [k for k in value if k not in ("toolkit", "sass", "ptx", "source")]
+            _need(not bad, path, w, f"unknown key {bad[0] if bad else ''!r} (expected toolkit, sass, ptx, source)")
+            _need(is_version(value.get("toolkit")) and "." in value.get("toolkit", ""), path, f"{w}.toolkit",
+                  f"must be a CUDA version like \"12.8\", found {value.get('toolkit')!r}")
+            for part in ("sass", "ptx"):
+                targets = _strs(value.get(part, []), path, f"{w}.{part}")
+                wrong = [t for t in targets if parse_sm(t) is None]
+                _need(not wrong, path, f"{w}.{part}", f"{wrong[0] if wrong else ''!r} is not a target like sm_86 or sm_120a")
+            _need(value.get("sass") or value.get("ptx"), path, w, "names no sass or ptx target")
         else:
             _strs(value, path, f"{where}.{key}", empty_ok=False)
 
@@ -170,7 +185,7 @@ def _str_map(value, path, where, keys=None) -> None:
 
 
 def _check_row_extras(row: dict, path, rw) -> None:
-    for key in ("family_reason", "install"):
+    for key in ("family_reason", "install", "source"):
         if key in row:
             _need(isinstance(row[key], str) and row[key], path, f"{rw}.{key}", "must be a non-empty string")
     if "device_notes" in row:
@@ -228,6 +243,10 @@ def parse(data, path: str = "<catalog>") -> Catalog:
             known = {"backend", "tier", "format", "os", "devices", "requires", "note"}
             rows.append(Row(backend, tier, fmt, oses, tuple(devices), requires, note,
                             {k: v for k, v in row.items() if k not in known}))
+        if "capabilities" in r:  # LocalAI meta backend: {capability: image} (selector/capability.py)
+            from selector.capability import validate_map
+
+            validate_map(r["capabilities"], path, f"{where}.capabilities")
         known_r = {"display_name", "selectable_backend", "uses_ctx_size", "rocm_channels", "options", "rows"}
         recipes[rname] = Recipe(rname, display, bool(r.get("selectable_backend", False)),
                                 bool(r.get("uses_ctx_size", False)), channels, options, rows,
@@ -254,6 +273,10 @@ def parse(data, path: str = "<catalog>") -> Catalog:
               "must be a non-empty string")
     graphics = data.get("graphics_backends", ["vulkan"])  # backends that open a GPU's render node alone
     _strs(graphics, path, "graphics_backends")
+    if "capability" in data:  # the capability rules of an engine that picks its own build
+        from selector.capability import validate
+
+        validate(data["capability"], path)
     known_top = {"schema_version", "name", "title", "source", "device_types", "recipes", "gates", "exclusions"}
     return Catalog(name, data.get("title", name), data.get("source", ""), path, recipes, gates, exclusions,
                    {k: v for k, v in data.items() if k not in known_top})

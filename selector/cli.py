@@ -230,10 +230,15 @@ def pick_cmd(ctx, recipes, all_, backend, as_json, **kwargs):
         from selector.guide import add_advice
 
         add_advice(profile, decisions)  # the guide's warnings; its file is opened only when one can bite
+    own = None
+    if "capability" in cat.extra:  # the engine picks a build by itself too (LocalAI): say what it would take
+        from selector.capability import advise
+
+        own = advise(profile, cat, decisions)
     if as_json:
-        render.emit_json(render.pick_json(profile, cat, s, decisions, warnings))
+        render.emit_json(render.pick_json(profile, cat, s, decisions, warnings, own))
     else:
-        render.picks_human(profile, cat, decisions, render.console(), s, warnings)
+        render.picks_human(profile, cat, decisions, render.console(), s, warnings, own)
     if not all_ and not all(d.ok for d in decisions):
         sys.exit(EXIT_UNSUPPORTED)
 

@@ -32,12 +32,12 @@ def host_summary(profile) -> dict:
     }
 
 
-def pick_json(profile, catalog, settings, decisions, extra_warnings=()) -> dict:
+def pick_json(profile, catalog, settings, decisions, extra_warnings=(), own=None) -> dict:
     warnings = [{"probe": w.probe, "message": w.message} for w in profile.warnings]
     warnings += [{"source": "settings", "message": m} for m in extra_warnings]
     for d in decisions:
         warnings += [{"recipe": d.recipe, "message": m} for m in d.warnings]
-    return {
+    out = {
         "schema_version": PICK_SCHEMA_VERSION,
         "catalog": catalog.name,
         "host": host_summary(profile),
@@ -45,6 +45,35 @@ def pick_json(profile, catalog, settings, decisions, extra_warnings=()) -> dict:
         "recipes": {d.recipe: d.to_dict() for d in decisions},
         "warnings": warnings,
     }
+    if own:  # what the engine would install by itself (selector/capability.py), under the catalog's name
+        out[catalog.name] = {**own["capability"], "engine": own["engine"], "notes": own["notes"]}
+        for r, x in own["recipes"].items():
+            out["recipes"][r][catalog.name] = x
+    return out
+
+
+# -- the engine's own choice (a catalog with a ``capability`` section: LocalAI) ------------------
+
+
+def own_choice_head(con, catalog, own) -> None:
+    c = own["capability"]
+    how = {"env": "forced", "run_file": "forced", "detected": "detected"}.get(c["source"], c["source"])
+    con.print(f"{own['engine']} by itself would use capability [bold]{c['capability']}[/bold] ({how}: {c['why']})")
+    if c.get("hint"):
+        con.print(f"  [cyan]i[/cyan] {c['hint']}")
+
+
+def own_choice_recipe(con, engine, x) -> None:
+    from rich.text import Text
+
+    if x["installs"] and x["same_as_pick"]:
+        con.print(Text.assemble(f"  {engine} installs the same image by itself: ", (x["commands"][0], "bold")))
+        return
+    if x["commands"]:
+        lead = f"  differs from {engine}'s own choice; install the pick with: " if x["same_as_pick"] is False else "  install: "
+        con.print(Text.assemble(lead, (x["commands"][0], "bold")))
+    if x["note"]:
+        con.print(f"  [cyan]i[/cyan] {x['note']}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -156,12 +185,14 @@ def probe_human(profile, con) -> None:
     render_warnings(con, [f"{w.probe}: {w.message}" for w in profile.warnings])
 
 
-def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=()) -> None:
+def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=(), own=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
     con.print(f"[dim]{os_line(profile)} · {catalog.name}"
               + (f" · {settings.channel} · {settings.policy}" if settings else "") + "[/dim]")
+    if own:
+        own_choice_head(con, catalog, own)
     for d in decisions:
         recipe = catalog.recipes[d.recipe]
         con.print()
@@ -185,11 +216,13 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             con.print(Text.assemble("  run with: ", (" ".join(f"{k}={v}" for k, v in d.run_env.items()), "bold"),
                                     (f"  ({_env_words(d)})", "dim")))
         chosen = d.verdict(d.backend) if d.backend and d.ok else None
-        if chosen is not None and chosen.extra.get("install"):  # catalog display fields (LocalAI)
+        if chosen is not None and chosen.extra.get("install") and not own:  # catalog display fields
             con.print(Text.assemble("  install: ", (chosen.extra["install"], "bold")))
-        if chosen is not None and chosen.extra.get("env"):
+        if chosen is not None and chosen.extra.get("env") and not own:  # with `own`, said once for all recipes
             con.print(Text.assemble("  same choice forced by: ",
                                     (" ".join(f"{k}={v}" for k, v in chosen.extra["env"].items()), "bold")))
+        if own and d.recipe in own["recipes"]:
+            own_choice_recipe(con, own["engine"], own["recipes"][d.recipe])
         t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1))
         t.add_column(width=2)
         t.add_column()
@@ -213,12 +246,22 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         for n in d.notes:
             con.print(f"  [cyan]i[/cyan] {n}")
         render_warnings(con, d.warnings)
+    for n in (own or {}).get("notes", []):
+        con.print()
+        con.print(f"[cyan]i[/cyan] {n}")
     # "no NVIDIA driver" matters on a machine with an NVIDIA card; elsewhere `probe` still says it
     shown = [w for w in profile.warnings
              if not (w.probe == "nvidia" and not profile.nvidia_gpus and w.message.startswith("No NVIDIA driver"))]
     if shown or extra_warnings:
         con.print()
         render_warnings(con, [f"{w.probe}: {w.message}" for w in shown] + list(extra_warnings))
+
+
+def _requirement_words(key, value) -> str:
+    if key == "cuda" and isinstance(value, dict):  # a CUDA build: toolkit, SASS and PTX targets
+        parts = [", ".join(value.get("sass", []))] + [f"PTX {', '.join(value['ptx'])}" if value.get("ptx") else ""]
+        return f"CUDA {value.get('toolkit')} ({'; '.join(p for p in parts if p)})"
+    return f"{key} {'/'.join(value) if isinstance(value, list) else value}"
 
 
 def matrix_human(catalog, recipes, con, verdicts=None) -> None:
@@ -234,8 +277,7 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
         for row in r.rows:
             devs = "; ".join(f"{dt} ({', '.join(f)})" if f else dt for dt, f in row.devices)
             if row.requires:  # arch, driver / glibc / macOS minimums, boards
-                devs += " · " + ", ".join(f"{k} {'/'.join(v) if isinstance(v, list) else v}"
-                                          for k, v in row.requires.items())
+                devs += " · " + ", ".join(_requirement_words(k, v) for k, v in row.requires.items())
             cells = [rname, row.backend, row.tier, row.format, ", ".join(row.os), devs]
             if verdicts is not None:
                 v = verdicts.get((rname, row.backend))

@@ -35,14 +35,17 @@ def verdict(rec, backend):
 # -- vllm-cpp: the CUDA image has Blackwell kernels only ----------------------------------------
 
 
-def test_rtx4090_vllm_cpp_is_vulkan_and_cuda13_names_sm_89():
+def test_rtx4090_vllm_cpp_cuda13_needs_a_cuda13_driver_else_vulkan():
+    # backend/go/vllm-cpp/Makefile L75-76 @82c191af builds sm_89 since #11512 (the docs page lags)
     r, rec = pick(RTX4090_570, "vllm-cpp")
     assert r.rc == 0
     assert r.json()["catalog"] == "localai"
     assert rec["backend"] == "vulkan"
     assert rec["device"]["type"] == "nvidia_gpu"
     assert verdict(rec, "cuda13")["supported"] is False
-    assert verdict(rec, "cuda13")["reason"] == "the CUDA image has no kernels for sm_89; use vulkan or cpu"
+    assert verdict(rec, "cuda13")["reason"] == "needs an NVIDIA driver for CUDA 13.x (580 or newer; found 570.86.15, CUDA 12.8)"
+    r, rec = pick(RTX4090_580, "vllm-cpp")
+    assert rec["backend"] == "cuda13" and rec["device"]["family"] == "sm_89"
 
 
 def test_rtx5090_vllm_cpp_is_cuda13():
@@ -84,7 +87,7 @@ def test_strata_human_view_prints_install_command_and_capability():
     r = run_cli("--root", machine(RTX4090_580), "--catalog", "localai", "strata")
     assert r.rc == 0, r.err
     assert "local-ai backends install cuda13-strata" in r.out
-    assert "LOCALAI_FORCE_META_BACKEND_CAPABILITY=nvidia-cuda-13" in r.out
+    assert "LocalAI by itself would use capability nvidia " in r.out  # no /usr/local/cuda-N in the capture
 
 
 def test_cpu_only_vm_strata_lists_every_variants_reason():
@@ -102,13 +105,15 @@ def test_cpu_only_vm_strata_lists_every_variants_reason():
     assert rec["backend"] is None and all(v["reason"] for v in rec["backends"])
 
 
-def test_strix_halo_strata_audio_rocm_nemo_cpu_with_note():
+def test_strix_halo_strata_rocm_audio_and_nemo_cpu_with_note():
     r = run_cli("--root", machine(STRIX_HALO), "--catalog", "localai", "strata", "audio-cpp", "nemo-speech-cpp", "--json")
     assert r.rc == 0
     recs = r.json()["recipes"]
     assert recs["strata"]["backend"] == "rocm"
     assert recs["strata"]["device"]["family"] == "gfx1151"
-    assert recs["audio-cpp"]["backend"] == "rocm"
+    audio = recs["audio-cpp"]  # no rocm-audio-cpp in backend/index.yaml @82c191af: the engines page is ahead of it
+    assert audio["backend"] == "cpu"
+    assert any("no ROCm image" in n for n in verdict(audio, "cpu")["notes"])
     nemo = recs["nemo-speech-cpp"]
     assert nemo["backend"] == "cpu"
     assert any("no HIP" in n for n in verdict(nemo, "cpu")["notes"])
@@ -161,8 +166,9 @@ def test_matrix_lists_the_localai_catalog():
     assert r.rc == 0
     data = r.json()
     assert data["catalog"] == "localai"
-    assert {"vllm-cpp", "strata", "audio-cpp", "nemo-speech-cpp", "whisper-medusa", "rkllm"} <= set(data["recipes"])
-    assert [row["backend"] for row in data["recipes"]["audio-cpp"]["rows"]] == ["cuda13", "cuda12", "rocm", "metal", "cpu"]
+    assert {"llama-cpp", "whisper", "vllm-cpp", "strata", "audio-cpp", "nemo-speech-cpp", "whisper-medusa",
+            "rkllm"} <= set(data["recipes"])
+    assert [row["backend"] for row in data["recipes"]["audio-cpp"]["rows"]] == ["cuda13", "cuda12", "metal", "cpu"]
     human = run_cli("--catalog", "localai", "matrix", "strata")
     assert human.rc == 0 and "nvidia_driver_min 580" in human.out
 
