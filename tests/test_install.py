@@ -266,7 +266,7 @@ def test_rocm_stable_installs_build_and_therock_runtime_or_neither(srv, tmp_path
     assert not (cache / "bin" / "llamacpp" / "rocm-stable").exists()
     assert not (cache / "bin" / "therock" / "gfx1151-7.14.0").exists()
 
-    r = install(srv, cache, "--backend", "rocm", "--allow-unverified", "--json")
+    r = install(srv, cache, "--backend", "rocm", "--allow-unverified", "runtime", "--json")
     assert r.rc == 0, r.err
     kinds = {a["kind"]: a for a in r.json()["artifacts"]}
     assert kinds["backend"]["verified"] is True and kinds["runtime"]["verified"] is False
@@ -346,7 +346,6 @@ def test_dropped_connection_resumes_with_range(srv, tmp_path):
     (lambda: make_tar([("llama-server", SCRIPT, 0o755), ("/tmp/evil.sh", SCRIPT, 0o755)]), "absolute"),
     (lambda: make_tar([("llama-server", SCRIPT, 0o755), ("lib", ("symlink", "../../../../etc"))]), "outside"),
     (lambda: make_tar([("llama-b1/libggml.so", b"x")]), "does not contain llama-server"),
-    (lambda: make_tar([("llama-server", SCRIPT, 0o644)]), "not executable"),
     (lambda: b"this is not a tarball", "not a readable archive"),
 ])
 def test_bad_archive_keeps_old_install(srv, tmp_path, archive, words):
