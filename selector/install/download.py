@@ -20,7 +20,7 @@ import requests
 ATTEMPTS = 5
 MAX_TRIES = 50  # attempts that made progress included: a server that drops every few bytes ends here
 RETRY_BASE_ENV = "PICK_BACKEND_RETRY_BASE"
-CHUNK = 1 << 16
+CHUNK = 1 << 20
 RATE_WAIT_MAX = 60.0  # wait for a GitHub rate-limit reset at most this long, else fail and say when
 
 
@@ -149,13 +149,12 @@ def rate_limit(r, token_set: bool) -> tuple[float, str] | None:
 
 
 def _wait(limits: Limits, delay: float, why: str, progress=None, what="") -> None:
-    if delay <= 0:
-        return
     if limits.remaining() < delay:
         raise DownloadError(f"{what or why}: waiting {delay:.0f} s would pass the overall deadline of "
                             f"{limits.deadline:g} s ({why}); --timeout or {Limits.ENV['deadline']} changes it")
     say(progress, f"retrying in {delay:.0f} s: {why}")
-    time.sleep(delay)
+    if delay > 0:
+        time.sleep(delay)
 
 
 def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Limits | None = None,
@@ -168,7 +167,7 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
     last = ""
     failures = 0
     while failures < attempts:
-        limits.check(what)
+        limits.check(what + (f" ({last})" if last else ""))
         hop, seen = url, []
         try:
             while True:
@@ -224,6 +223,30 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
+def _chunks(r):
+    """The body as it arrives (urllib3's read1: a connection that drops mid-chunk keeps the bytes
+    that did arrive, so the resume asks only for the rest), else requests' iter_content."""
+    raw = r.raw
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:
+        yield from r.iter_content(CHUNK)
+        return
+    import urllib3.exceptions as u3
+
+    while True:
+        try:
+            block = read1(CHUNK)
+        except u3.ReadTimeoutError as e:
+            raise requests.Timeout(e) from None
+        except u3.DecodeError as e:
+            raise DownloadError(f"{r.url}: the body could not be decoded ({e})") from None
+        except (u3.HTTPError, OSError) as e:
+            raise requests.ConnectionError(e) from None
+        if not block:
+            return
+        yield block
+
+
 def _hash_file(path, h):
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -243,7 +266,7 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
     h = None
     while failures < attempts and tries < MAX_TRIES:
         tries += 1
-        limits.check(f"download of {url}")
+        limits.check(f"download of {url}" + (f" ({last})" if last else ""))
         have = os.path.getsize(partial) if os.path.exists(partial) else 0
         if size is not None and have > size:
             os.remove(partial)
@@ -301,7 +324,7 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
             window_t, window_b = time.monotonic(), 0
             try:
                 with open(partial, "ab" if resumed else "wb") as f:
-                    for chunk in r.iter_content(CHUNK):
+                    for chunk in _chunks(r):
                         n = len(chunk)
                         if limit is not None and have + gained + n > limit:
                             raise DownloadError(f"{url}: the server sent more than the {limit} bytes "

@@ -113,8 +113,6 @@ def release(session, repo: str, tag: str, env=None, attempts: int | None = None,
 def find_asset(rel: dict, pattern: str, repo: str, tag: str) -> dict:
     """The asset named ``pattern`` (or the one asset matching it when it holds '*')."""
     assets = [a for a in rel["assets"] if isinstance(a, dict) and isinstance(a.get("name"), str)]
-    for a in assets:
-        check_asset_name(a["name"], repo, tag)
     names = [a["name"] for a in assets]
     if "*" in pattern:
         hits = [a for a in assets if fnmatch.fnmatchcase(a["name"], pattern)]
@@ -128,6 +126,7 @@ def find_asset(rel: dict, pattern: str, repo: str, tag: str) -> dict:
         hint = f"; close: {', '.join(close)}" if close else (f"; it has: {', '.join(names[:8])}" if names else "")
         raise DownloadError(f"release {tag} of {repo} has no asset {pattern}{hint}")
     a = hits[0]
+    check_asset_name(a["name"], repo, tag)  # '*' matches '/' too: the name chosen must be a plain name
     if not isinstance(a.get("browser_download_url"), str):
         raise DownloadError(f"asset {a['name']} of {repo} {tag} has no browser_download_url")
     return a

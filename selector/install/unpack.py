@@ -614,11 +614,25 @@ def repair(dest: str) -> list[str]:
         if os.path.lexists(dest + suffix):
             remove_tree(dest + suffix)
             done.append(f"removed {dest + suffix}")
+    for p in _partials(dest):
+        os.remove(p)
+        done.append(f"removed {p}")
     return done
 
 
+def _partials(dest: str) -> list[str]:
+    """Downloads a killed install left: ``.<dest name>.<asset>.partial`` beside ``dest``."""
+    parent, name = os.path.split(dest)
+    try:
+        return [os.path.join(parent, n) for n in os.listdir(parent)
+                if n.startswith(f".{name}.") and n.endswith(".partial")]
+    except OSError:
+        return []
+
+
 def needs_repair(dest: str) -> bool:
-    return any(os.path.lexists(dest + s) for s in (".old", ".staging", ".staging.unwrap", ".trash"))
+    return any(os.path.lexists(dest + s) for s in (".old", ".staging", ".staging.unwrap", ".trash")) or \
+        bool(_partials(dest))
 
 
 class LockError(OSError):
@@ -690,6 +704,12 @@ def repair_cache(cache: str, only: str | None = None) -> list[str]:
             except OSError:
                 continue
             for n in names:
+                if n.startswith(".") and n.endswith(".partial"):  # .<dest>.<asset>.partial: find <dest> by its lock
+                    parts = n[1:].split(".")
+                    for i in range(1, len(parts)):
+                        if ".".join(parts[:i]) + ".lock" in names:
+                            dests.add(os.path.join(base, g, ".".join(parts[:i])))
+                    continue
                 for suffix in (".staging.unwrap", ".old", ".staging", ".trash"):
                     if n.endswith(suffix) and not n.startswith("."):
                         dests.add(os.path.join(base, g, n[:-len(suffix)]))
