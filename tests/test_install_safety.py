@@ -149,7 +149,7 @@ def test_zip_bomb_refused_by_declared_size_before_writing(srv, tmp_path):
 def test_tar_bomb_refused_by_running_size(srv, tmp_path):
     entries = [("llama-server", SCRIPT, 0o755)] + [(f"z{i}.bin", b"\0" * 400_000) for i in range(5)]
     r = vulkan(srv, tmp_path / "c", data=make_tar(entries), env={"PICK_BACKEND_MAX_UNPACKED": "1000000"})
-    assert r.rc == 4 and "unpacks to more than" in r.err
+    assert r.rc == 4 and "unpacks to more than" in r.err and "refusing before writing it" in r.err
 
 
 def test_entry_count_cap(srv, tmp_path):
@@ -198,10 +198,21 @@ def test_stalled_server_ends_at_read_timeout(srv, tmp_path):
 
 
 def test_overall_deadline_flag(srv, tmp_path):
+    # a transfer fast enough for the speed floor but far too long for the deadline, in one attempt
+    data = make_tar([("llama-server", SCRIPT, 0o755), ("lib.so", os.urandom(200_000))])
+    srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: data})
+    srv.script[DL] = [("trickle", 400, 0.05)]  # 8 kB/s: 25 s for the whole file
+    t0 = time.monotonic()
+    r = vulkan(srv, tmp_path / "c", "--timeout", "2")
+    assert r.rc == 4 and "overall deadline of 2 s" in r.err, r.err
+    assert time.monotonic() - t0 < 10
+
+
+def test_stalls_end_at_the_deadline(srv, tmp_path):
     srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: llama_tar()})
     srv.script[DL] = [("stall", 30)] * 20
     t0 = time.monotonic()
-    r = vulkan(srv, tmp_path / "c", "--timeout", "2", env={"PICK_BACKEND_READ_TIMEOUT": "1"})
+    r = vulkan(srv, tmp_path / "c", env={"PICK_BACKEND_READ_TIMEOUT": "1", "PICK_BACKEND_TIMEOUT": "2"})
     assert r.rc == 4 and "overall deadline of 2 s" in r.err, r.err
     assert time.monotonic() - t0 < 10
 

@@ -71,7 +71,7 @@ def resolve_remote(artifacts, env=None, attempts: int | None = None, limits=None
         if key not in releases:
             releases[key] = github.release(session, a.repo, a.tag, env, attempts, limits=limits, progress=progress)
         asset = github.find_asset(releases[key], a.asset, a.repo, a.tag)
-        a.asset = github.check_asset_name(asset["name"], a.repo, a.tag)
+        a.asset = asset["name"]  # a plain file name: find_asset checked it
         a.url = asset["browser_download_url"]
         a.size = asset.get("size") if isinstance(asset.get("size"), int) and asset["size"] >= 0 else None
         d = asset.get("digest")
