@@ -305,8 +305,8 @@ def check_links(root: str, label: str) -> None:
         # os.walk does not descend into links to directories: nothing below a link is visited
 
 
-def extract(archive: str, staging: str, name: str | None = None, caps: Caps | None = None) -> None:
-    """Unpack ``archive`` (a path or a readable binary file object for tar kinds) into ``staging``."""
+def extract(archive, staging: str, name: str | None = None, caps: Caps | None = None) -> None:
+    """Unpack ``archive`` (a path, or a readable binary file object for tar kinds) into ``staging``."""
     label = name or os.path.basename(archive)
     kind = archive_kind(label)
     tree = Tree(staging, label, caps)
@@ -362,11 +362,11 @@ def _open_gzip(path):
     try:
         from isal import igzip  # optional
 
-        return igzip.open(path, "rb")
+        return igzip.IGzipFile(fileobj=path, mode="rb") if hasattr(path, "read") else igzip.open(path, "rb")
     except ImportError:
         import gzip
 
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=path, mode="rb") if hasattr(path, "read") else gzip.open(path, "rb")
 
 
 def _extract_tar(archive, tree: Tree, kind):
@@ -376,7 +376,9 @@ def _extract_tar(archive, tree: Tree, kind):
         import lzma
 
         raw = lzma.open(archive, "rb")
-    with raw, tarfile.open(fileobj=raw, mode="r|", bufsize=COPY_CHUNK) as t:
+    # "r:" over the decompressing reader, not "r|": members are still read one after the other in a
+    # single forward pass (the reader only ever seeks forward), without tarfile's stream buffer copies
+    with raw, tarfile.open(fileobj=raw, mode="r:") as t:
         for m in t:  # one streaming pass: each member is checked, then written, in archive order
             rel = _check_name(m.name, tree.label)
             if m.isdir():
