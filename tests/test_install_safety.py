@@ -606,3 +606,22 @@ def test_verify_hook_runs_on_the_staging_tree_before_the_swap(srv, tmp_path, mon
     assert e.value.exit_code == 6 and "did not answer" in str(e.value)
     assert seen and "version.txt" in seen[0] and "install.json" in seen[0]
     assert snapshot(cache) == before
+
+
+def test_7z_with_a_link_is_refused(srv, tmp_path):
+    py7zr = pytest.importorskip("py7zr")
+    from test_install import CUDA_TAG
+
+    asset = f"llama-{CUDA_TAG}-windows-cuda-sm_89-x64.7z"
+    (tmp_path / "outside").write_text("x")
+    os.symlink("outside", tmp_path / "lnk")
+    (tmp_path / "llama-server.exe").write_bytes(b"MZ fake")
+    with py7zr.SevenZipFile(tmp_path / "a.7z", "w") as z:
+        z.write(tmp_path / "llama-server.exe", "llama-server.exe")
+        z.write(tmp_path / "lnk", "lnk")
+    srv.release("lemonade-sdk/llama.cpp", CUDA_TAG, {asset: (tmp_path / "a.7z").read_bytes()})
+    cache = tmp_path / "c"
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(cache), "--force", "--os", "windows",
+                "--sm", "sm_89", "--backend", "cuda", env=env_for(srv))
+    assert r.rc == 4 and "refusing link lnk" in r.err, r.err
+    assert not (cache / "bin" / "llamacpp" / "cuda").exists()
