@@ -6,6 +6,9 @@
    every bundled catalog, in-process.
 3. Probe scaling: probe time for synthetic captures with 1, 8, 64 and 256 GPUs.
 4. Fleet: `pick-backend pick --profile FILE.jsonl --all --json` over 1,000 saved Profiles.
+5. Install: `pick-backend install llamacpp` of a llama.cpp-like .tar.gz from a server on 127.0.0.1
+   against `curl` + `sha256sum` + `tar -xzf` on the same bytes, paired in the same loop; peak memory
+   (max RSS) of the install process.
 """
 
 from __future__ import annotations
@@ -199,10 +202,153 @@ def fleet(count=1000):
     return count / t, t
 
 
+def make_llama_archive(path: str, unpacked_mb: int) -> None:
+    """A llama.cpp-like release: a few big shared libraries that compress to about half (like the
+    CUDA/ROCm builds: 163 MB .tar.gz for 300 MB unpacked), plus the binary."""
+    import gzip
+    import io
+    import random
+    import tarfile
+
+    rnd = random.Random(42)
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w|") as t:
+        def add(name, data, mode=0o644):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            t.addfile(info, io.BytesIO(data))
+
+        add("llama-b1/llama-server", b"#!/bin/sh\necho llama-server\n" + b"\0" * 4000, 0o755)
+        pattern = (b"ggml tensor kernel " * 8000)[:136 << 10]
+
+        class Blocks(io.RawIOBase):  # generated as tarfile reads: the benchmark itself stays small
+            def __init__(self, n):
+                self.n, self.buf = n, b""
+
+            def readable(self):
+                return True
+
+            def read(self, size=-1):
+                while len(self.buf) < size and self.n:
+                    self.buf += rnd.randbytes(120 << 10) + pattern  # 256 KiB: half random, half a pattern
+                    self.n -= 1
+                out, self.buf = self.buf[:size], self.buf[size:]
+                return out
+
+        left, i = unpacked_mb, 0
+        while left > 0:
+            mb = min(left, 50)
+            info = tarfile.TarInfo(f"llama-b1/libggml-part{i}.so")
+            info.size, info.mode = mb << 20, 0o644
+            t.addfile(info, Blocks(mb * 4))
+            left -= mb
+            i += 1
+
+
+def peak_rss_mib(pid: int, proc) -> float:
+    """Peak resident memory of ``pid`` (VmHWM, polled until it exits; Linux), else ru_maxrss."""
+    peak = 0.0
+    path = f"/proc/{pid}/status"
+    while proc.poll() is None:
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:
+            pass
+        time.sleep(0.01)
+    return peak
+
+
+def install_speed(runs: int, unpacked_mb: int):
+    """(ours s, baseline s, ratio, peak RSS MiB, archive MiB), median of paired runs."""
+    import hashlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    tmp = tempfile.mkdtemp(prefix="pb-bench-")
+    try:
+        tag = json.load(open(os.path.join(ROOT, "selector", "catalogs", "lemonade-versions.json")))["llamacpp"]["vulkan"]
+        asset = f"llama-{tag}-bin-ubuntu-vulkan-x64.tar.gz"
+        archive = os.path.join(tmp, asset)
+        make_llama_archive(archive, unpacked_mb)
+        size = os.path.getsize(archive)
+        h = hashlib.sha256()
+        with open(archive, "rb") as f:
+            for b in iter(lambda: f.read(1 << 20), b""):
+                h.update(b)
+        digest = "sha256:" + h.hexdigest()
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if self.path.startswith("/repos/"):
+                    body = json.dumps({"assets": [{"name": asset, "size": size, "digest": digest,
+                                                   "browser_download_url": f"{url}/dl/{asset}"}]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                with open(archive, "rb") as f:
+                    shutil.copyfileobj(f, self.wfile, 1 << 20)
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        env = dict(ENV, PICK_BACKEND_GITHUB_API=url, GITHUB_TOKEN="")
+        cache, out = os.path.join(tmp, "cache"), os.path.join(tmp, "out")
+        ours = EXE + ["--root", os.path.join(MACHINES, "linux-ubuntu24.04-strix-halo"), "install", "llamacpp",
+                      "--cache-dir", cache, "--json"]
+        dl = os.path.join(tmp, "dl.tar.gz")
+        base = ["sh", "-c", f"curl -sf -o {dl} {url}/dl/{asset} && sha256sum {dl} >/dev/null && "
+                            f"mkdir -p {out} && tar -xzf {dl} -C {out}"]
+
+        def timed(cmd):
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            t0 = time.perf_counter()
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            peak = peak_rss_mib(p.pid, p)  # polling costs both sides the same few wake-ups
+            t = time.perf_counter() - t0
+            if p.returncode:
+                raise SystemExit(f"{cmd[:3]} failed: {p.stderr.read().decode()[-500:]}")
+            return t, peak
+
+        timed(ours), timed(base)  # warm-up (page cache, byte-compiled modules)
+        ta, tb, ratios, rss = [], [], [], []
+        for _ in range(runs):
+            x, m = timed(ours)
+            y, _ = timed(base)
+            ta.append(x)
+            tb.append(y)
+            ratios.append(x / y)
+            rss.append(m)
+        httpd.shutdown()
+        return statistics.median(ta), statistics.median(tb), statistics.median(ratios), max(rss), size / 2**20
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--install-mb", type=int, default=300, help="unpacked size of the install benchmark's archive")
+    ap.add_argument("--install-runs", type=int, default=3)
+    ap.add_argument("--only-install", action="store_true", help="run only section 5")
     args = ap.parse_args()
+    if args.only_install:
+        compile_package()
+        report_install(args)
+        return
     compile_package()
     print(f"pick-backend benchmark · {os.cpu_count()} cores · Python {sys.version.split()[0]}\n")
     print("1. whole process (median of paired runs)")
@@ -220,6 +366,22 @@ def main():
     rate, t = fleet()
     print(f"\n4. fleet: 1,000 profiles in {t:.2f} s = {rate:,.0f} profiles/s "
           f"({'ok' if rate >= 500 else 'MISSED'}, target >= 500)")
+    report_install(args)
+
+
+def report_install(args):
+    try:
+        import isal  # noqa: F401
+
+        gz = "ISA-L (isal)"
+    except ImportError:
+        gz = "zlib (pip install isal for ISA-L)"
+    ours, base, ratio, rss, mb = install_speed(args.install_runs, args.install_mb)
+    print(f"\n5. install: {mb:.0f} MiB .tar.gz ({args.install_mb} MiB unpacked) from 127.0.0.1, gzip via {gz}, "
+          f"median of {args.install_runs} paired runs")
+    print(f"   pick-backend install {ours:6.2f} s   curl+sha256sum+tar {base:6.2f} s   ratio {ratio:.2f} "
+          f"({'ok' if ratio <= 0.8 else 'MISSED'}, target <= 0.8)")
+    print(f"   peak memory {rss:.0f} MiB ({'ok' if rss < 100 else 'MISSED'}, target < 100)")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,26 @@ def _explain(e) -> str:
     return f"{e}; the previous install is untouched"
 
 
+class _JsonErrors:
+    """With --json, a failure also prints {"error": message, "exit": code} on stdout."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if not self.as_json or e is None:
+            return False
+        code = getattr(e, "code", None) if isinstance(e, Fail) else getattr(e, "exit_code", None)
+        if isinstance(code, int) and code:
+            import json
+
+            click.echo(json.dumps({"error": str(e), "exit": code}))
+        return False
+
+
 @click.command("install")
 @click.argument("recipe")
 @common
@@ -63,15 +83,30 @@ def _explain(e) -> str:
 @click.option("--sm", default=None, help="Target NVIDIA GPU (sm_89) instead of this machine's.")
 @click.option("--os", "os_name", type=click.Choice(["linux", "windows", "macos"]), default=None, help="Target OS.")
 @click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default=None, help="Target CPU architecture.")
-@click.option("--allow-unverified", is_flag=True, help="Install an asset that has no SHA-256 to check against.")
+@click.option("--allow-unverified", "allow_unverified", multiple=True,
+              type=click.Choice(["runtime", "backend", "all"]),
+              help="Install an asset of this kind (runtime: the TheRock runtime; backend; all) that has no "
+                   "SHA-256 to check against. Repeatable.")
 @click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+              help="Overall deadline in seconds for API calls and downloads (default 3600; env PICK_BACKEND_TIMEOUT).")
+@click.option("--from-file", "from_file", multiple=True, type=click.Path(dir_okay=False),
+              help="Install from this downloaded release archive instead of downloading it (the SHA-256 is still "
+                   "checked against the pin or the release). Repeatable (backend and runtime).")
 @click.option("--verify", "verify_flag", is_flag=True,
               help="Run the new build's device check before it replaces the old one (see `verify`).")
 @click.option("--keep-unverified", is_flag=True, help="With --verify: install even when the check fails.")
 @click.pass_context
 def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
-                verify_flag=False, keep_unverified=False, **kwargs):
+                timeout, from_file, verify_flag=False, keep_unverified=False, **kwargs):
     """Download, verify and install the picked backend build of RECIPE (or --backend B)."""
+    with _JsonErrors(as_json):
+        _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
+                 timeout, from_file, verify_flag, keep_unverified, kwargs)
+
+
+def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
+             timeout, from_file, verify_flag, keep_unverified, kwargs):
     from probes.host import InputError
     from selector import render
     from selector.engine import Device
@@ -148,8 +183,8 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
             _print_plan(out)
         return
 
-    from selector.install.download import Progress
-    from selector.install.installer import InstallError, VerifyFailed, install
+    from selector.install.download import Limits, Progress
+    from selector.install.installer import InstallError, VerifyFailed, install, match_files
 
     # --- install --verify (issue 16) ---
     verify_cb, reports = None, []
@@ -159,19 +194,23 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
         verify_cb = install_callback(o, name, backend, plan, cache, 30.0, keep_unverified, reports)
     # --- end install --verify ---
     try:
+        files = match_files(plan, from_file)
         with Progress(enabled=False if as_json else None) as progress:
-            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress, verify=verify_cb)
+            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress,
+                              limits=Limits.from_env(deadline=timeout), from_files=files, verify=verify_cb)
     except VerifyFailed as e:
         out["state"] = "verify_failed"
         out["verify"] = reports[-1] if reports else None
-        if as_json:
+        if as_json:  # one JSON document: the result, with the error and exit code in it
+            out["error"], out["exit"] = f"{e}; the previous install is untouched", e.exit_code
             render.emit_json(out)
-        elif reports:
+            sys.exit(e.exit_code)
+        if reports:
             print_report(reports[-1], err=True)
         raise Fail(e.exit_code, f"{e}; the previous install is untouched (--keep-unverified installs it anyway)") \
             from None
     except InstallError as e:
-        raise Fail(EXIT_INSTALL, _explain(e)) from None
+        raise Fail(e.exit_code, _explain(e) if e.exit_code == EXIT_INSTALL else str(e)) from None
     out["artifacts"] = results
     out["state"] = "installed"
     if verify_flag and not reports:  # nothing new was unpacked: check what is installed
@@ -244,6 +283,11 @@ def _split_dir(recipe, dirname):
 @click.pass_context
 def status_cmd(ctx, as_json, verify_flag=False, **kwargs):
     """Every installed backend: version, pinned version, state and path."""
+    with _JsonErrors(as_json):
+        _status(ctx, as_json, verify_flag, kwargs)
+
+
+def _status(ctx, as_json, verify_flag, kwargs):
     from selector import render
     from selector.engine import state_for
     from selector.install.installer import read_record
@@ -252,6 +296,10 @@ def status_cmd(ctx, as_json, verify_flag=False, **kwargs):
     o = Opts(ctx, kwargs)
     cat = o.catalog()
     cache = cache_root(o.cache_dir)
+    from selector.install.unpack import repair_cache
+
+    for msg in repair_cache(cache):  # a crash's leftovers: finish or undo the swap, as install would
+        click.echo(f"repaired: {msg}", err=True)
     inst = installed(cache, cat.recipes)
     pins = o.pins()
     rows = []
@@ -305,10 +353,15 @@ def status_cmd(ctx, as_json, verify_flag=False, **kwargs):
 @click.pass_context
 def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):
     """Remove an installed BACKEND of RECIPE from the cache (rocm means the active channel's)."""
+    with _JsonErrors(as_json):
+        _uninstall(ctx, recipe, backend, as_json, kwargs)
+
+
+def _uninstall(ctx, recipe, backend, as_json, kwargs):
     from selector import render
     from selector.engine import install_dir_name, recipe_channel
     from selector.install.states import cache_root
-    from selector.install.unpack import lock, remove_tree
+    from selector.install.unpack import lock, remove_tree, repair
 
     o = Opts(ctx, kwargs)
     (name,) = o.recipe_names([recipe])
@@ -323,13 +376,21 @@ def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):
         dirname = backend
     path = os.path.join(cache_root(o.cache_dir), "bin", name, dirname)
     removed = False
-    with lock(path + ".lock"):
-        if os.path.isdir(path):
-            trash = path + ".old"
-            remove_tree(trash)
-            os.rename(path, trash)  # gone from the cache's point of view at once
-            remove_tree(trash)
-            removed = True
+    if not os.path.lexists(path) and not os.path.lexists(path + ".old") and not os.path.lexists(path + ".staging"):
+        pass  # nothing there: no lock needed (and none can be taken on a read-only cache)
+    else:
+        try:
+            with lock(path + ".lock"):
+                repair(path)  # a crash's leftovers first: .old back in place or removed, .staging removed
+                if os.path.isdir(path):
+                    trash = path + ".trash"
+                    remove_tree(trash)
+                    os.rename(path, trash)  # gone from the cache's point of view at once
+                    remove_tree(trash)
+                    removed = True
+        except OSError as e:
+            raise Fail(EXIT_INSTALL, f"uninstall of {name} {dirname} failed: {e.strerror or e}: "
+                                     f"{e.filename or path}") from None
     if as_json:
         render.emit_json({"schema_version": 1, "recipe": name, "dir": dirname, "path": path, "removed": removed})
     elif removed:

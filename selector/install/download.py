@@ -1,8 +1,11 @@
-"""Streaming downloads: ``.partial`` files, Range resume, retries with backoff, SHA-256 checks.
+"""Streaming downloads: ``.partial`` files, Range resume, retries, deadlines, SHA-256 while downloading.
 
 Retried: connection errors, timeouts, a connection dropped mid-file (resumed with a Range request
-when the server answers 206), HTTP 408, 429 and 5xx.  Never retried: any other 4xx.  The backoff
-doubles from ``PICK_BACKEND_RETRY_BASE`` seconds (default 1, at most 60); tests set it to 0.
+when the server answers 206), a transfer slower than the minimum speed, HTTP 408, 429 and 5xx.
+Never retried: any other 4xx.  An attempt that received bytes does not count against the
+attempts; the overall deadline bounds everything.  The backoff doubles from
+``PICK_BACKEND_RETRY_BASE`` seconds (default 1, at most 60); a ``Retry-After`` answer is honoured.
+Limits and their environment variables are in ``Limits`` and docs/install.md.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import time
 import requests
 
 ATTEMPTS = 5
+MAX_TRIES = 50  # attempts that made progress included: a server that drops every few bytes ends here
 RETRY_BASE_ENV = "PICK_BACKEND_RETRY_BASE"
-TIMEOUT = (15, 60)  # connect, read (seconds without a byte)
-CHUNK = 1 << 16
+CHUNK = 1 << 20
+RATE_WAIT_MAX = 60.0  # wait for a GitHub rate-limit reset at most this long, else fail and say when
 
 
 class DownloadError(Exception):
@@ -29,6 +33,75 @@ class ChecksumError(DownloadError):
         self.expected, self.actual = expected, actual
         super().__init__(f"SHA-256 mismatch for {url}: expected {expected}, got sha256:{actual} "
                          "(the download is corrupt or the release changed; nothing was installed)")
+
+
+class _Slow(Exception):
+    pass
+
+
+def _num(env, name, default, cast=float):
+    v = env.get(name)
+    if v in (None, ""):
+        return default
+    try:
+        n = cast(v)
+        if n <= 0:
+            raise ValueError
+        return n
+    except ValueError:
+        from probes.host import InputError
+
+        raise InputError(name, f"must be a positive number, not {v!r}") from None
+
+
+class Limits:
+    """Network limits of one command (docs/install.md, "Limits")."""
+
+    ENV = {
+        "connect": "PICK_BACKEND_CONNECT_TIMEOUT",
+        "read": "PICK_BACKEND_READ_TIMEOUT",
+        "deadline": "PICK_BACKEND_TIMEOUT",
+        "min_speed": "PICK_BACKEND_MIN_SPEED",
+        "speed_window": "PICK_BACKEND_SPEED_WINDOW",
+        "max_download": "PICK_BACKEND_MAX_DOWNLOAD",
+    }
+
+    def __init__(self, connect=15.0, read=30.0, deadline=3600.0, min_speed=1024.0, speed_window=30.0,
+                 max_download=16 << 30):
+        self.connect, self.read, self.deadline = connect, read, deadline
+        self.min_speed, self.speed_window, self.max_download = min_speed, speed_window, max_download
+        self.started = time.monotonic()
+
+    @classmethod
+    def from_env(cls, env=None, deadline: float | None = None) -> Limits:
+        env = os.environ if env is None else env
+        d = cls()
+        return cls(connect=_num(env, cls.ENV["connect"], d.connect), read=_num(env, cls.ENV["read"], d.read),
+                    deadline=deadline or _num(env, cls.ENV["deadline"], d.deadline),
+                    min_speed=_num(env, cls.ENV["min_speed"], d.min_speed),
+                    speed_window=_num(env, cls.ENV["speed_window"], d.speed_window),
+                    max_download=_num(env, cls.ENV["max_download"], d.max_download, int))
+
+    @property
+    def timeout(self):
+        return (self.connect, self.read)
+
+    def remaining(self) -> float:
+        return self.deadline - (time.monotonic() - self.started)
+
+    def check(self, what: str) -> None:
+        if self.remaining() <= 0:
+            raise DownloadError(f"{what}: gave up at the overall deadline of {self.deadline:g} s "
+                                f"(--timeout or {self.ENV['deadline']} changes it)")
+
+
+def say(progress, msg: str) -> None:
+    """A plain line on stderr (through the progress bar's console when one is drawn)."""
+    if progress is not None and getattr(progress, "say", None):
+        progress.say(msg)
+    else:
+        sys.stderr.write(f"pick-backend: {msg}\n")
+        sys.stderr.flush()
 
 
 def retryable_status(code: int) -> bool:
@@ -44,36 +117,101 @@ def backoff(attempt: int, env=None) -> float:
     return min(60.0, base * (2 ** attempt))
 
 
-def _sleep(attempt: int) -> None:
-    delay = backoff(attempt)
+def retry_after(r) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), else None."""
+    v = r.headers.get("Retry-After")
+    if not v:
+        return None
+    v = v.strip()
+    if v.isdigit():
+        return float(v)
+    try:
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def rate_limit(r, token_set: bool) -> tuple[float, str] | None:
+    """(seconds until reset, message) when GitHub says the rate limit is used up."""
+    if r.status_code not in (403, 429) or r.headers.get("X-RateLimit-Remaining") != "0":
+        return None
+    try:
+        reset = float(r.headers.get("X-RateLimit-Reset", ""))
+    except ValueError:
+        reset = time.time() + 3600
+    wait = max(0.0, reset - time.time())
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(reset))
+    hint = ("; GITHUB_TOKEN is set, so this is that token's limit" if token_set
+            else "; set GITHUB_TOKEN to raise the limit")
+    return wait, f"GitHub API rate limit reached (HTTP {r.status_code}); it resets at {when} (in {wait:.0f} s){hint}"
+
+
+def _wait(limits: Limits, delay: float, why: str, progress=None, what="") -> None:
+    if limits.remaining() < delay:
+        raise DownloadError(f"{what or why}: waiting {delay:.0f} s would pass the overall deadline of "
+                            f"{limits.deadline:g} s ({why}); --timeout or {Limits.ENV['deadline']} changes it")
+    say(progress, f"retrying in {delay:.0f} s: {why}")
     if delay > 0:
         time.sleep(delay)
 
 
-def get_json(session, url: str, what: str, attempts: int = ATTEMPTS):
-    """GET a JSON document with the same retry rules as downloads."""
+def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Limits | None = None,
+             headers_for=None, token_set: bool = False, progress=None):
+    """GET a JSON document with the same retry rules as downloads.  Redirects are followed here,
+    not by requests, so that ``headers_for(url)`` decides per hop what is sent (the token goes to
+    the API's own origin only)."""
+    limits = limits or Limits()
+    headers_for = headers_for or (lambda u: {})
     last = ""
-    for attempt in range(attempts):
+    failures = 0
+    while failures < attempts:
+        limits.check(what + (f" ({last})" if last else ""))
+        hop, seen = url, []
         try:
-            r = session.get(url, timeout=TIMEOUT)
+            while True:
+                r = session.get(hop, timeout=limits.timeout, headers=headers_for(hop), allow_redirects=False)
+                if r.is_redirect and r.headers.get("Location"):
+                    from urllib.parse import urljoin
+
+                    seen.append(hop)
+                    hop = urljoin(hop, r.headers["Location"])
+                    if hop in seen or len(seen) > 5:
+                        raise DownloadError(f"{url}: too many redirects (a redirect loop via {hop})")
+                    continue
+                break
         except (requests.ConnectionError, requests.Timeout) as e:
-            last = f"cannot reach {url}: {e.__class__.__name__}"
-            _sleep(attempt)
+            last = f"cannot reach {hop}: {e.__class__.__name__}"
+            _wait(limits, backoff(failures), last, progress, what)
+            failures += 1
+            continue
+        except requests.RequestException as e:
+            raise DownloadError(f"{what}: {hop}: {e.__class__.__name__}: {e}") from None
+        rl = rate_limit(r, token_set)
+        if rl is not None:
+            wait, msg = rl
+            if wait > min(RATE_WAIT_MAX, limits.remaining()):
+                raise DownloadError(msg)
+            say(progress, f"waiting {wait:.0f} s: {msg}")
+            time.sleep(wait)
             continue
         if retryable_status(r.status_code):
-            last = f"HTTP {r.status_code} from {url}"
-            _sleep(attempt)
+            last = f"HTTP {r.status_code} from {hop}"
+            ra = retry_after(r)
+            _wait(limits, backoff(failures) if ra is None else ra, last, progress, what)
+            failures += 1
             continue
         if r.status_code == 404:
-            raise DownloadError(f"{what} not found (HTTP 404 from {url}); check the version pin or the mirror "
+            raise DownloadError(f"{what} not found (HTTP 404 from {hop}); check the version pin or the mirror "
                                 "(PICK_BACKEND_GITHUB_API)")
         if r.status_code >= 400:
-            hint = " (set GITHUB_TOKEN to raise the API rate limit)" if r.status_code == 403 else ""
-            raise DownloadError(f"HTTP {r.status_code} from {url}{hint}")
+            hint = " (set GITHUB_TOKEN to raise the API rate limit)" if r.status_code == 403 and not token_set else ""
+            raise DownloadError(f"HTTP {r.status_code} from {hop}{hint}")
         try:
             return r.json()
         except ValueError:
-            raise DownloadError(f"{url} did not answer with JSON") from None
+            raise DownloadError(f"{hop} did not answer with JSON") from None
     raise DownloadError(f"{what}: giving up after {attempts} attempts ({last})")
 
 
@@ -85,74 +223,164 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
-def fetch(session, url: str, partial: str, size: int | None = None, progress=None,
-          attempts: int = ATTEMPTS) -> None:
-    """Stream ``url`` into ``partial``.  After a dropped connection the next attempt asks for the
-    rest with a Range request; a server that answers 200 instead sends the whole file again."""
-    last = ""
-    for attempt in range(attempts):
-        have = os.path.getsize(partial) if os.path.exists(partial) else 0
-        if size is not None and have == size and have:
+def _chunks(r):
+    """The body as it arrives (urllib3's read1: a connection that drops mid-chunk keeps the bytes
+    that did arrive, so the resume asks only for the rest), else requests' iter_content."""
+    raw = r.raw
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:
+        yield from r.iter_content(CHUNK)
+        return
+    import urllib3.exceptions as u3
+
+    while True:
+        try:
+            block = read1(CHUNK)
+        except u3.ReadTimeoutError as e:
+            raise requests.Timeout(e) from None
+        except u3.DecodeError as e:
+            raise DownloadError(f"{r.url}: the body could not be decoded ({e})") from None
+        except (u3.HTTPError, OSError) as e:
+            raise requests.ConnectionError(e) from None
+        if not block:
             return
+        yield block
+
+
+def _hash_file(path, h):
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h
+
+
+def fetch(session, url: str, partial: str, size: int | None = None, progress=None,
+          attempts: int = ATTEMPTS, limits: Limits | None = None) -> str:
+    """Stream ``url`` into ``partial``, hashing as bytes arrive; returns the SHA-256 hex digest.
+    After a dropped connection the next attempt asks for the rest with a Range request (the bytes
+    already there are hashed again once); a server that answers 200 instead sends the whole file
+    again.  Reading stops at the declared ``size``: a server sending more is refused."""
+    limits = limits or Limits()
+    last = ""
+    failures = tries = 0
+    h = None
+    while failures < attempts and tries < MAX_TRIES:
+        tries += 1
+        limits.check(f"download of {url}" + (f" ({last})" if last else ""))
+        have = os.path.getsize(partial) if os.path.exists(partial) else 0
+        if size is not None and have > size:
+            os.remove(partial)
+            have = 0
+        if have and h is None:
+            h = _hash_file(partial, hashlib.sha256())
+        if size is not None and have == size and have:
+            return h.hexdigest()
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
-            r = session.get(url, stream=True, timeout=TIMEOUT, headers=headers)
+            r = session.get(url, stream=True, timeout=limits.timeout, headers=headers)
+        except requests.TooManyRedirects:
+            raise DownloadError(f"download of {url}: too many redirects (a redirect loop?)") from None
         except (requests.ConnectionError, requests.Timeout) as e:
             last = f"cannot reach {url}: {e.__class__.__name__}"
-            _sleep(attempt)
+            _wait(limits, backoff(failures), last, progress, f"download of {url}")
+            failures += 1
             continue
+        except requests.RequestException as e:
+            raise DownloadError(f"download of {url}: {e.__class__.__name__}: {e}") from None
+        gained = 0
         with r:
             if r.status_code == 416 and have:
                 # our partial is longer than the file, or the server refuses ranges: start over
                 os.remove(partial)
+                h = None
                 last = "HTTP 416 on resume"
+                failures += 1
                 continue
             if retryable_status(r.status_code):
                 last = f"HTTP {r.status_code} from {url}"
-                _sleep(attempt)
+                ra = retry_after(r)
+                _wait(limits, backoff(failures) if ra is None else ra, last, progress, f"download of {url}")
+                failures += 1
                 continue
             if r.status_code >= 400:
                 raise DownloadError(f"HTTP {r.status_code} for {url}" +
                                     (" (not found: check the version pin or the mirror)" if r.status_code == 404 else ""))
-            resumed = have and r.status_code == 206
+            resumed = bool(have) and r.status_code == 206 and \
+                r.headers.get("Content-Range", "").startswith(f"bytes {have}-")
             if not resumed:
                 have = 0
+                h = hashlib.sha256()
+            limit = size
+            if limit is None:
+                try:
+                    limit = int(r.headers.get("Content-Length", "")) + have
+                except ValueError:
+                    limit = None
+            if limit is not None and limit > limits.max_download:
+                raise DownloadError(f"{url}: {limit} bytes is more than the download cap of {limits.max_download} "
+                                    f"({Limits.ENV['max_download']})")
             if progress is not None:
                 progress.start(size, have)
+            window_t, window_b = time.monotonic(), 0
             try:
                 with open(partial, "ab" if resumed else "wb") as f:
-                    for chunk in r.iter_content(CHUNK):
+                    for chunk in _chunks(r):
+                        n = len(chunk)
+                        if limit is not None and have + gained + n > limit:
+                            raise DownloadError(f"{url}: the server sent more than the {limit} bytes "
+                                                "the release declares; stopped reading")
+                        if have + gained + n > limits.max_download:
+                            raise DownloadError(f"{url}: more than the download cap of {limits.max_download} "
+                                                f"bytes ({Limits.ENV['max_download']}); stopped reading")
                         f.write(chunk)
+                        h.update(chunk)
+                        gained += n
+                        window_b += n
                         if progress is not None:
-                            progress.advance(len(chunk))
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
-                last = f"connection dropped after {os.path.getsize(partial)} bytes ({e.__class__.__name__})"
-                _sleep(attempt)
+                            progress.advance(n)
+                        now = time.monotonic()
+                        if now - window_t >= limits.speed_window:
+                            if window_b / (now - window_t) < limits.min_speed:
+                                raise _Slow(f"slower than {limits.min_speed:g} B/s for {limits.speed_window:g} s")
+                            window_t, window_b = now, 0
+                        limits.check(f"download of {url}")
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                    _Slow) as e:
+                why = str(e) if isinstance(e, _Slow) else e.__class__.__name__
+                last = f"connection dropped after {os.path.getsize(partial)} bytes ({why})"
+                if not gained:
+                    failures += 1
+                _wait(limits, backoff(failures), last, progress, f"download of {url}")
                 continue
         got = os.path.getsize(partial)
         if size is not None and got < size:
             last = f"connection closed after {got} of {size} bytes"
-            _sleep(attempt)
+            if not gained:
+                failures += 1
+            _wait(limits, backoff(failures), last, progress, f"download of {url}")
             continue
-        if size is not None and got > size:
-            raise DownloadError(f"{url}: received {got} bytes, the release says {size}")
-        return
-    raise DownloadError(f"download of {url} failed after {attempts} attempts ({last}); "
+        return h.hexdigest()
+    raise DownloadError(f"download of {url} failed after {tries} attempts ({last}); "
                         "check the connection and run the command again")
 
 
-def fetch_verified(session, url: str, partial: str, size: int | None, digest: str | None, progress=None) -> str:
+def check_digest(actual: str, digest: str | None, what: str) -> bool:
+    """True when ``actual`` (hex) matches ``digest`` ("sha256:<hex>"); None means nothing to check."""
+    if digest is None:
+        return True
+    algo, _, want = digest.partition(":")
+    if algo.lower() != "sha256" or not want:
+        raise DownloadError(f"cannot check digest {digest!r} of {what}: only sha256:<hex> is supported")
+    return actual == want.lower()
+
+
+def fetch_verified(session, url: str, partial: str, size: int | None, digest: str | None, progress=None,
+                   limits: Limits | None = None) -> str:
     """Fetch and check SHA-256 against ``digest`` ("sha256:<hex>"); a mismatch deletes the file and
     downloads once more from scratch, then raises ChecksumError.  Returns the hex digest."""
     for round_ in range(2):
-        fetch(session, url, partial, size, progress)
-        actual = sha256_of(partial)
-        if digest is None:
-            return actual
-        algo, _, want = digest.partition(":")
-        if algo.lower() != "sha256" or not want:
-            raise DownloadError(f"cannot check digest {digest!r} of {url}: only sha256:<hex> is supported")
-        if actual == want.lower():
+        actual = fetch(session, url, partial, size, progress, limits=limits)
+        if check_digest(actual, digest, url):
             return actual
         os.remove(partial)
         if round_ == 1:
@@ -182,6 +410,13 @@ class Progress:
     def __exit__(self, *exc):
         if self._bar is not None:
             self._bar.__exit__(*exc)
+
+    def say(self, msg: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(msg, markup=False, highlight=False)
+        else:
+            sys.stderr.write(f"pick-backend: {msg}\n")
+            sys.stderr.flush()
 
     def start(self, total, done):
         if self._bar is None:

@@ -1,9 +1,68 @@
 """What is installed: read ``<cache>/bin/<recipe>/<backend>/version.txt``.  The engine turns this
-into states by comparing with the pins; this module is the only one that reads the cache."""
+into states by comparing with the pins; this module is the only one that reads the cache.
+
+A directory counts as installed only when it is complete: the binary its ``install.json`` names is
+there, and so is the runtime it records (a ROCm build's TheRock runtime).  An incomplete one reads
+as version None (update_required), so ``install`` repairs it."""
 
 from __future__ import annotations
 
+import json
 import os
+
+
+def read_version(path: str) -> str | None:
+    try:
+        with open(os.path.join(path, "version.txt"), encoding="utf-8") as f:
+            return f.readline().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def read_record(path: str) -> dict:
+    try:
+        with open(os.path.join(path, "install.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _rel_exists(root: str, rel, regular: bool = False) -> bool:
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/"):
+        return False
+    p = os.path.join(root, *rel.split("/"))
+    return os.path.isfile(p) and not os.path.islink(p) if regular else os.path.exists(p)
+
+
+def _has_binary(root: str, binary: str) -> bool:
+    for dirpath, dirnames, filenames in os.walk(root):
+        if binary in filenames or binary + ".exe" in filenames:
+            return True
+    return False
+
+
+def complete(path: str, binary: str | None = None, expect: str | None = None, record: dict | None = None) -> bool:
+    """The install at ``path`` has its binary (the one install.json names, else ``binary`` found
+    anywhere in it), its ``expect`` path, and the runtime install.json says it needs."""
+    rec = read_record(path) if record is None else record
+    if rec.get("binary") is not None or (binary and rec):
+        if not _rel_exists(path, rec.get("binary"), regular=True):
+            return False
+    elif binary and not _has_binary(path, binary):
+        return False
+    exp = expect or rec.get("expect")
+    if exp and not _rel_exists(path, exp):
+        return False
+    rt = rec.get("runtime")
+    if rt:
+        bin_dir = os.path.dirname(os.path.dirname(path))
+        rt_path = os.path.join(bin_dir, *str(rt).split("/"))
+        if ".." in str(rt).split("/") or read_version(rt_path) != rec.get("runtime_version"):
+            return False
+        if rec.get("runtime_expect") and not _rel_exists(rt_path, rec["runtime_expect"]):
+            return False
+    return True
 
 
 def cache_root(cache_dir: str | None = None, env=None) -> str:
@@ -39,12 +98,10 @@ def installed(cache: str, recipes=None) -> dict[str, dict[str, str | None]]:
             continue
         for b in backends:
             d = os.path.join(base, r, b)
-            if b.startswith(".") or b.endswith((".staging", ".old", ".lock", ".partial")) or not os.path.isdir(d):
+            if b.startswith(".") or b.endswith((".staging", ".old", ".lock", ".partial", ".trash", ".unwrap")) or not os.path.isdir(d):
                 continue
-            try:
-                with open(os.path.join(d, "version.txt"), encoding="utf-8") as f:
-                    version = f.readline().strip() or None
-            except OSError:
-                version = None
+            version = read_version(d)
+            if version is not None and os.path.exists(os.path.join(d, "install.json")) and not complete(d):
+                version = None  # its binary or its runtime is gone: update_required, install repairs it
             out.setdefault(r, {})[b] = version
     return out

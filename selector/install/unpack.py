@@ -1,36 +1,102 @@
 """Safe unpacking and the atomic swap into the cache.
 
 ``extract(archive, staging)`` unpacks .zip, .tar.gz/.tgz and .tar.xz (and .7z when py7zr is
-installed) into a staging directory, refusing absolute paths, ``..`` and links that point outside.
+installed) into a staging directory in one streaming pass: each entry is checked, then written.
+Escape is impossible by construction, not by judging the text of names and links:
+
+- every directory on the way to an entry is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to
+  the one before (``dir_fd``), starting at the staging directory, so no write ever passes through a
+  link, whatever earlier entries created; files are created ``O_CREAT | O_EXCL | O_NOFOLLOW``;
+- symbolic links are created only after every file and directory is written, and then every link
+  in the finished tree is resolved component by component against the real tree: a link that
+  leaves the tree, or that passes through another link on the way, refuses the archive;
+- hard links are copies of a regular file already written into the tree;
+- Python's tarfile ``data`` filter is not relied on (Pythons before 3.10.12 / 3.11.4 lack it).
+
+Caps (``Caps``): expanded bytes and entry count, checked against each entry's declared size before
+it is written (and the whole archive's declared total for zip and 7z), and counted while writing.
+
 ``Swap`` moves the old install to ``<dest>.old``, the staging tree to ``<dest>``, and either commits
-(removing ``.old``) or rolls back.  ``lock(path)`` serializes two installs of the same backend.
+(removing ``.old``) or rolls back; ``repair(dest)`` finishes or undoes a swap a crash interrupted.
+``lock(path)`` serializes two installs of the same backend.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import shutil
 import stat
+import sys
 import tarfile
 import zipfile
 
+GiB = 1 << 30
+DEFAULT_MAX_UNPACKED = 32 * GiB
+DEFAULT_MAX_ENTRIES = 200_000
+MAX_UNPACKED_ENV = "PICK_BACKEND_MAX_UNPACKED"
+MAX_ENTRIES_ENV = "PICK_BACKEND_MAX_ENTRIES"
+COPY_CHUNK = 1 << 20
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+DIRFLAG = getattr(os, "O_DIRECTORY", 0)
+BINARY = getattr(os, "O_BINARY", 0)
+HAVE_DIRFD = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd and bool(NOFOLLOW)
+
 
 class ArchiveError(Exception):
-    """The archive is unusable (exit 4)."""
+    """The archive is unusable or hostile (exit 4)."""
+
+
+class Caps:
+    """Limits on what one archive may unpack to (documented in docs/install.md)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_UNPACKED, max_entries: int = DEFAULT_MAX_ENTRIES):
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+
+    @classmethod
+    def from_env(cls, env=None) -> Caps:
+        env = os.environ if env is None else env
+        return cls(_int_env(env, MAX_UNPACKED_ENV, DEFAULT_MAX_UNPACKED),
+                   _int_env(env, MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES))
+
+
+def _int_env(env, name, default):
+    v = env.get(name)
+    if not v:
+        return default
+    try:
+        n = int(v)
+        if n <= 0:
+            raise ValueError
+        return n
+    except ValueError:
+        from probes.host import InputError
+
+        raise InputError(name, f"must be a positive whole number of bytes/entries, not {v!r}") from None
+
+
+def human(n: int | float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def archive_kind(name: str) -> str:
     low = name.lower()
-    for ext, kind in ((".zip", "zip"), (".tar.gz", "tar"), (".tgz", "tar"), (".tar.xz", "tar"), (".7z", "7z")):
+    for ext, kind in ((".zip", "zip"), (".tar.gz", "tgz"), (".tgz", "tgz"), (".tar.xz", "txz"), (".7z", "7z")):
         if low.endswith(ext):
             return kind
-    raise ArchiveError(f"unsupported archive: {name} (supported: .zip, .tar.gz, .tar.xz)")
+    raise ArchiveError(f"unsupported archive: {name} (supported: .zip, .tar.gz, .tar.xz, .7z with py7zr)")
 
 
 def _check_name(name: str, archive: str) -> str:
     n = name.replace("\\", "/")
+    if "\0" in n:
+        raise ArchiveError(f"{archive}: refusing entry with a NUL byte in its name: {name!r}")
     if n.startswith("/") or (len(n) > 1 and n[1] == ":") or posixpath.isabs(n):
         raise ArchiveError(f"{archive}: refusing entry with an absolute path: {name}")
     parts = [p for p in n.split("/") if p not in ("", ".")]
@@ -39,98 +105,415 @@ def _check_name(name: str, archive: str) -> str:
     return "/".join(parts)
 
 
-def _check_link(name: str, target: str, archive: str, hard: bool = False) -> None:
-    t = target.replace("\\", "/")
-    if t.startswith("/") or (len(t) > 1 and t[1] == ":"):
-        raise ArchiveError(f"{archive}: refusing link {name} -> {target} (absolute target)")
-    base = "" if hard else posixpath.dirname(name)
-    resolved = posixpath.normpath(posixpath.join(base, t))
-    if resolved == ".." or resolved.startswith("../"):
-        raise ArchiveError(f"{archive}: refusing link {name} -> {target} (points outside the archive)")
+class Tree:
+    """Writes entries under ``root`` without ever following a link (see the module docstring)."""
+
+    def __init__(self, root: str, label: str, caps: Caps | None = None):
+        os.makedirs(root, exist_ok=True)
+        self.root, self.label = root, label
+        self.caps = caps or Caps()
+        self.total = 0
+        self.count = 0
+        self.links: list[tuple[str, str]] = []
+        self.rootfd = os.open(root, os.O_RDONLY | DIRFLAG) if HAVE_DIRFD else None
+
+    def close(self):
+        if self.rootfd is not None:
+            os.close(self.rootfd)
+            self.rootfd = None
+
+    # -- limits
+    def admit(self, name: str, size: int) -> None:
+        self.count += 1
+        if self.count > self.caps.max_entries:
+            raise ArchiveError(f"{self.label}: more than {self.caps.max_entries} entries; refusing "
+                               f"(cap {MAX_ENTRIES_ENV})")
+        if size < 0 or self.total + size > self.caps.max_bytes:
+            raise ArchiveError(f"{self.label}: unpacks to more than {human(self.caps.max_bytes)} (at {name}, "
+                               f"{human(max(size, 0))}); refusing before writing it (cap {MAX_UNPACKED_ENV})")
+
+    def _count(self, n: int, name: str) -> None:
+        self.total += n
+        if self.total > self.caps.max_bytes:
+            raise ArchiveError(f"{self.label}: unpacks to more than {human(self.caps.max_bytes)} (at {name}); "
+                               f"refusing (cap {MAX_UNPACKED_ENV})")
+
+    # -- directories
+    def _refuse(self, rel, where, why):
+        return ArchiveError(f"{self.label}: refusing {rel}: {where} {why}")
+
+    def _parent(self, rel: str):
+        """An fd (or path) of the real directory holding ``rel``, created as needed, never via a link."""
+        parts = rel.split("/")[:-1]
+        if not HAVE_DIRFD:
+            p = self.root
+            for i, part in enumerate(parts):
+                p = os.path.join(p, part)
+                if os.path.islink(p):
+                    raise self._refuse(rel, "/".join(parts[:i + 1]), "is a link")
+                if not os.path.exists(p):
+                    os.mkdir(p, 0o755)
+                elif not os.path.isdir(p):
+                    raise self._refuse(rel, "/".join(parts[:i + 1]), "is a file")
+            return p
+        fd = os.dup(self.rootfd)
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    nfd = os.open(part, os.O_RDONLY | DIRFLAG | NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    nfd = os.open(part, os.O_RDONLY | DIRFLAG | NOFOLLOW, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        what = "is a link" if _is_link(part, fd) else "is not a directory"
+                        raise self._refuse(rel, "/".join(parts[:i + 1]), what) from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _done_parent(self, parent):
+        if HAVE_DIRFD:
+            os.close(parent)
+
+    def mkdir(self, rel: str) -> None:
+        if not rel:
+            return
+        self.admit(rel, 0)
+        parent = self._parent(rel + "/x")
+        self._done_parent(parent)
+
+    # -- files
+    def _clear(self, parent, name, rel):
+        """Remove what an earlier entry put at ``name`` (a file or a link, never followed)."""
+        try:
+            st = os.lstat(name, dir_fd=parent) if HAVE_DIRFD else os.lstat(os.path.join(parent, name))
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            raise self._refuse(rel, rel, "is already a directory")
+        if HAVE_DIRFD:
+            os.unlink(name, dir_fd=parent)
+        else:
+            os.unlink(os.path.join(parent, name))
+
+    def file(self, rel: str, src, size: int, mode: int) -> None:
+        """Write ``src`` (a readable file object) to ``rel``; ``size`` is the declared size."""
+        self.admit(rel, size)
+        perm = 0o755 if mode & 0o111 else 0o644
+        name = rel.rsplit("/", 1)[-1]
+        parent = self._parent(rel)
+        try:
+            self._clear(parent, name, rel)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY
+            fd = os.open(name, flags, perm, dir_fd=parent) if HAVE_DIRFD else \
+                os.open(os.path.join(parent, name), flags, perm)
+        finally:
+            self._done_parent(parent)
+        with open(fd, "wb", closefd=True) as out:
+            written = 0
+            read = src.read
+            while True:
+                block = read(COPY_CHUNK)
+                if not block:
+                    break
+                written += len(block)
+                if written > size:
+                    self._count(written - size, rel)  # more than declared still counts against the cap
+                out.write(block)
+        self._count(min(written, size), rel)
+
+    def hardlink(self, rel: str, target_rel: str) -> None:
+        """A copy of the regular file ``target_rel`` already in the tree."""
+        parent = self._parent(target_rel)
+        tname = target_rel.rsplit("/", 1)[-1]
+        try:
+            try:
+                fd = os.open(tname, os.O_RDONLY | NOFOLLOW | BINARY, dir_fd=parent) if HAVE_DIRFD else \
+                    os.open(os.path.join(parent, tname), os.O_RDONLY | NOFOLLOW | BINARY)
+            except OSError:
+                raise ArchiveError(f"{self.label}: refusing hard link {rel} -> {target_rel} "
+                                   "(not a file written earlier)") from None
+        finally:
+            self._done_parent(parent)
+        with open(fd, "rb", closefd=True) as src:
+            st = os.fstat(src.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ArchiveError(f"{self.label}: refusing hard link {rel} -> {target_rel} (not a regular file)")
+            self.file(rel, src, st.st_size, st.st_mode)
+
+    def symlink(self, rel: str, target: str) -> None:
+        self.admit(rel, 0)
+        t = target.replace("\\", "/")
+        if not t or "\0" in t or t.startswith("/") or (len(t) > 1 and t[1] == ":"):
+            raise ArchiveError(f"{self.label}: refusing link {rel} -> {target} (absolute or empty target)")
+        self.links.append((rel, t))
+
+    def finish(self) -> None:
+        """Create the links, last, then check every link in the finished tree."""
+        for rel, target in self.links:
+            name = rel.rsplit("/", 1)[-1]
+            parent = self._parent(rel)
+            try:
+                self._clear(parent, name, rel)
+                if HAVE_DIRFD:
+                    os.symlink(target, name, dir_fd=parent)
+                else:
+                    os.symlink(target, os.path.join(parent, name))
+            finally:
+                self._done_parent(parent)
+        check_links(self.root, self.label)
 
 
-def extract(archive: str, staging: str, name: str | None = None) -> None:
+def _is_link(name, dir_fd) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def check_links(root: str, label: str) -> None:
+    """Every symbolic link under ``root`` must resolve inside it without passing through another
+    link (its own final target may be a link: ``libx.so -> libx.so.1 -> libx.so.1.2``)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                continue
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
+            target = os.readlink(p)
+            t = target.replace("\\", "/")
+            if t.startswith("/") or (len(t) > 1 and t[1] == ":"):
+                raise ArchiveError(f"{label}: refusing link {rel} -> {target} (absolute target)")
+            cur = rel.split("/")[:-1]
+            comps = [c for c in t.split("/") if c not in ("", ".")]
+            for i, c in enumerate(comps):
+                if c == "..":
+                    if not cur:
+                        raise ArchiveError(f"{label}: refusing link {rel} -> {target} (points outside the archive)")
+                    cur.pop()
+                    continue
+                cur.append(c)
+                here = os.path.join(root, *cur)
+                if i < len(comps) - 1 and os.path.islink(here):
+                    raise ArchiveError(f"{label}: refusing link {rel} -> {target} (resolves through the link "
+                                       f"{'/'.join(cur)})")
+        # os.walk does not descend into links to directories: nothing below a link is visited
+
+
+def extract(archive, staging: str, name: str | None = None, caps: Caps | None = None) -> None:
+    """Unpack ``archive`` (a path, or a readable binary file object for tar kinds) into ``staging``."""
     label = name or os.path.basename(archive)
     kind = archive_kind(label)
-    os.makedirs(staging, exist_ok=True)
+    tree = Tree(staging, label, caps)
     try:
         if kind == "zip":
-            _extract_zip(archive, staging, label)
-        elif kind == "tar":
-            _extract_tar(archive, staging, label)
+            _extract_zip(archive, tree)
+        elif kind in ("tgz", "txz"):
+            _extract_tar(archive, tree, kind)
         else:
-            _extract_7z(archive, staging, label)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, ValueError) as e:
-        raise ArchiveError(f"{label}: not a readable archive ({e})") from None
+            _extract_7z(archive, tree)
+        tree.finish()
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, ValueError, LookupError, NotImplementedError) as e:
+        raise ArchiveError(f"{label}: not a readable archive ({e.__class__.__name__}: {e})") from None
+    except Exception as e:
+        if type(e).__module__.startswith(("py7zr", "isal", "gzip", "lzma", "zlib")) or \
+                type(e).__name__ in ("BadGzipFile", "LZMAError", "error"):
+            raise ArchiveError(f"{label}: not a readable archive ({e.__class__.__name__}: {e})") from None
+        raise
+    finally:
+        tree.close()
 
 
-def _extract_zip(archive, staging, label):
+def _extract_zip(archive, tree: Tree):
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
-        links = []
+        declared = sum(max(i.file_size, 0) for i in infos)
+        if declared > tree.caps.max_bytes:
+            raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked, more than the cap of "
+                               f"{human(tree.caps.max_bytes)}; refusing before writing ({MAX_UNPACKED_ENV})")
+        if len(infos) > tree.caps.max_entries:
+            raise ArchiveError(f"{tree.label}: {len(infos)} entries, more than {tree.caps.max_entries}; "
+                               f"refusing ({MAX_ENTRIES_ENV})")
         for info in infos:
-            rel = _check_name(info.filename, label)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                target = z.read(info).decode("utf-8", "replace")
-                _check_link(rel, target, label)
-                links.append((rel, target))
-        for info in infos:
-            rel = _check_name(info.filename, label)
+            rel = _check_name(info.filename, tree.label)
+            mode = info.external_attr >> 16 if info.create_system == 3 else 0
             if not rel:
                 continue
-            mode = info.external_attr >> 16
-            out = os.path.join(staging, *rel.split("/"))
             if info.is_dir():
-                os.makedirs(out, exist_ok=True)
-                continue
-            if stat.S_ISLNK(mode):
-                continue
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            with z.open(info) as src, open(out, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            if mode & 0o111:
-                os.chmod(out, 0o755)
-        for rel, target in links:
-            out = os.path.join(staging, *rel.split("/"))
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            os.symlink(target, out)
+                tree.mkdir(rel)
+            elif stat.S_ISLNK(mode):
+                if info.file_size > 4096:
+                    raise ArchiveError(f"{tree.label}: refusing link {rel} (target of {info.file_size} bytes)")
+                tree.symlink(rel, z.read(info).decode("utf-8", "replace"))
+            elif mode and not stat.S_ISREG(mode):
+                raise ArchiveError(f"{tree.label}: refusing special file {info.filename}")
+            else:
+                with z.open(info) as src:
+                    tree.file(rel, src, info.file_size, mode)
 
 
-def _extract_tar(archive, staging, label):
-    with tarfile.open(archive) as t:
-        members = t.getmembers()
-        for m in members:
-            rel = _check_name(m.name, label)
-            if m.issym():
-                _check_link(rel, m.linkname, label)
+def _open_gzip(path):
+    """ISA-L's gzip reader (python-isal, ~2x faster) when installed, else the standard library's."""
+    try:
+        from isal import igzip  # optional
+
+        return igzip.IGzipFile(fileobj=path, mode="rb") if hasattr(path, "read") else igzip.open(path, "rb")
+    except ImportError:
+        import gzip
+
+        return gzip.GzipFile(fileobj=path, mode="rb") if hasattr(path, "read") else gzip.open(path, "rb")
+
+
+def _extract_tar(archive, tree: Tree, kind):
+    if kind == "tgz":
+        raw = _open_gzip(archive)
+    else:
+        import lzma
+
+        raw = lzma.open(archive, "rb")
+    # "r:" over the decompressing reader, not "r|": members are still read one after the other in a
+    # single forward pass (the reader only ever seeks forward), without tarfile's stream buffer copies
+    with raw, tarfile.open(fileobj=raw, mode="r:") as t:
+        for m in t:  # one streaming pass: each member is checked, then written, in archive order
+            rel = _check_name(m.name, tree.label)
+            if m.isdir():
+                tree.mkdir(rel)
+            elif m.issym():
+                tree.symlink(rel, m.linkname)
             elif m.islnk():
-                _check_name(m.linkname, label)
-                _check_link(rel, m.linkname, label, hard=True)
-            elif not (m.isfile() or m.isdir()):
-                raise ArchiveError(f"{label}: refusing special file {m.name}")
-        if hasattr(tarfile, "data_filter"):
-            t.extractall(staging, filter="data")  # a second line of defence (Python 3.12+)
-        else:  # pragma: no cover - older Pythons
-            t.extractall(staging)
+                tree.hardlink(rel, _check_name(m.linkname, tree.label))
+            elif m.isfile():
+                if not rel:
+                    continue
+                tree.file(rel, t.extractfile(m), m.size, m.mode)
+            else:
+                raise ArchiveError(f"{tree.label}: refusing special file {m.name}")
 
 
-def _extract_7z(archive, staging, label):
+def _extract_7z(archive, tree: Tree):
     try:
         import py7zr  # optional
     except ImportError:
-        raise ArchiveError(f"unsupported archive: {label} (.7z needs the optional py7zr package: "
+        raise ArchiveError(f"unsupported archive: {tree.label} (.7z needs the optional py7zr package: "
                            "pip install py7zr)") from None
+    from py7zr.io import Py7zIO, WriterFactory
+
     with py7zr.SevenZipFile(archive) as z:
-        for n in z.getnames():
-            _check_name(n, label)
-        z.extractall(staging)
+        entries = z.list()
+        declared = sum(e.uncompressed or 0 for e in entries if not e.is_directory)
+        if declared > tree.caps.max_bytes:
+            raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked, more than the cap of "
+                               f"{human(tree.caps.max_bytes)}; refusing before writing ({MAX_UNPACKED_ENV})")
+        files = {}
+        for e in entries:
+            rel = _check_name(e.filename, tree.label)
+            if e.is_symlink:
+                raise ArchiveError(f"{tree.label}: refusing link {e.filename} (links in .7z archives are not supported)")
+            if e.is_directory:
+                tree.mkdir(rel)
+            elif rel:
+                files[rel] = e.uncompressed or 0
+        staging = os.path.abspath(tree.root)
+
+        class Out(Py7zIO):
+            def __init__(self, rel):
+                self.rel, self.n, self.out = rel, 0, None
+
+            def write(self, s):
+                if self.out is None:
+                    size = files.get(self.rel, 0)
+                    tree.admit(self.rel, size)
+                    name = self.rel.rsplit("/", 1)[-1]
+                    parent = tree._parent(self.rel)
+                    try:
+                        tree._clear(parent, name, self.rel)
+                        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY
+                        fd = os.open(name, flags, 0o755, dir_fd=parent) if HAVE_DIRFD else \
+                            os.open(os.path.join(parent, name), flags, 0o755)
+                    finally:
+                        tree._done_parent(parent)
+                    self.out = open(fd, "wb", closefd=True)
+                self.n += len(s)
+                tree._count(len(s), self.rel)
+                return self.out.write(s)
+
+            def read(self, size=None):
+                return b""
+
+            def seek(self, offset, whence=0):
+                return 0
+
+            def flush(self):
+                if self.out is not None:
+                    self.out.flush()
+
+            def size(self):
+                return self.n
+
+            def close(self):
+                if self.out is not None:
+                    self.out.close()
+                    self.out = None
+
+        made = []
+
+        class Factory(WriterFactory):
+            def create(self, filename):
+                rel = _check_name(os.path.relpath(os.path.abspath(filename), staging), tree.label)
+                if rel not in files:
+                    raise ArchiveError(f"{tree.label}: refusing unexpected entry {filename}")
+                o = Out(rel)
+                made.append(o)
+                return o
+
+        z.extractall(path=staging, factory=Factory())
+        for o in made:
+            o.close()
+        for rel in files:  # empty files get no write()
+            if not os.path.lexists(os.path.join(tree.root, *rel.split("/"))):
+                import io
+
+                tree.file(rel, io.BytesIO(b""), 0, 0o644)
+
+
+def strip_wrapper(staging: str, expect: str) -> bool:
+    """When ``expect`` is not at the top of ``staging`` but the tree is one wrapper directory
+    (TheRock's ``therock-dist/``) that holds it, move the wrapper's content up.  True if stripped."""
+    if os.path.lexists(os.path.join(staging, *expect.split("/"))):
+        return False
+    top = os.listdir(staging)
+    if len(top) != 1:
+        return False
+    wrapper = os.path.join(staging, top[0])
+    if os.path.islink(wrapper) or not os.path.isdir(wrapper):
+        return False
+    if not os.path.lexists(os.path.join(wrapper, *expect.split("/"))):
+        return False
+    tmp = staging + ".unwrap"
+    remove_tree(tmp)
+    os.rename(wrapper, tmp)
+    os.rmdir(staging)
+    os.rename(tmp, staging)
+    return True
+
+
+def make_executable(root: str, rel: str) -> None:
+    """Lemonade chmods the binaries after unpacking; some release archives carry no modes."""
+    p = os.path.join(root, *rel.split("/"))
+    st = os.lstat(p)
+    if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o100:
+        os.chmod(p, (st.st_mode & 0o777) | 0o755 & ~0o022)
 
 
 def find_binary(root: str, binary: str, os_name: str) -> str:
-    """Relative path of the executable ``binary`` inside ``root`` (searched recursively)."""
+    """Relative path of ``binary`` inside ``root`` (searched recursively, never through links); a
+    copy without execute bits is made executable, as Lemonade does after unpacking."""
     names = {binary + ".exe", binary} if os_name == "windows" else {binary}
-    found_not_exec = None
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for f in sorted(filenames):
@@ -138,12 +521,25 @@ def find_binary(root: str, binary: str, os_name: str) -> str:
                 p = os.path.join(dirpath, f)
                 if os.path.islink(p) or not os.path.isfile(p):
                     continue
-                if os_name == "windows" or os.name == "nt" or os.access(p, os.X_OK):
-                    return os.path.relpath(p, root)
-                found_not_exec = os.path.relpath(p, root)
-    if found_not_exec:
-        raise ArchiveError(f"{found_not_exec} in the archive is not executable")
+                rel = os.path.relpath(p, root)
+                if os_name != "windows" and os.name != "nt" and not os.access(p, os.X_OK):
+                    make_executable(root, rel.replace(os.sep, "/"))
+                return rel
     raise ArchiveError(f"the archive does not contain {binary}")
+
+
+def write_own(staging: str, name: str, text: str) -> None:
+    """Write the tool's own file (version.txt, install.json, method.txt) at the top of ``staging``:
+    whatever the archive put there (a file, a link onto the binary, a directory) is removed first and
+    the file is created new, never through a link."""
+    p = os.path.join(staging, name)
+    if os.path.islink(p) or os.path.isfile(p):
+        os.unlink(p)
+    elif os.path.isdir(p):
+        shutil.rmtree(p)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY, 0o644)
+    with open(fd, "w", encoding="utf-8", closefd=True) as f:
+        f.write(text)
 
 
 def remove_tree(path: str) -> None:
@@ -153,19 +549,31 @@ def remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def crash_point(step: str) -> None:
+    """Test hook: ``PICK_BACKEND_TEST_KILL_AT=<step>`` kills this process with SIGKILL at ``step``
+    (tests prove that any crash leaves the old or the new install, never a mix)."""
+    if os.environ.get("PICK_BACKEND_TEST_KILL_AT") == step:
+        import signal
+
+        sys.stdout.flush()
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
 class Swap:
     """dest -> dest.old, staging -> dest; ``commit`` removes .old, ``rollback`` restores it."""
 
-    def __init__(self, staging: str, dest: str):
+    def __init__(self, staging: str, dest: str, kind: str = "backend"):
         self.staging, self.dest, self.old = staging, dest, dest + ".old"
+        self.kind = kind
         self.had_old = False
         self.done = False
 
     def run(self) -> None:
-        remove_tree(self.old)  # a leftover from a crash
+        remove_tree(self.old)  # a leftover from a crash (repair() ran first: dest exists or never did)
         if os.path.lexists(self.dest):
             os.rename(self.dest, self.old)
             self.had_old = True
+            crash_point(f"{self.kind}-old-moved")
         try:
             os.rename(self.staging, self.dest)
         except BaseException:
@@ -174,6 +582,7 @@ class Swap:
                 self.had_old = False
             raise
         self.done = True
+        crash_point(f"{self.kind}-swapped")
 
     def rollback(self) -> None:
         if self.done:
@@ -189,25 +598,85 @@ class Swap:
             self.had_old = False
 
 
+def repair(dest: str) -> list[str]:
+    """Finish or undo what a crash left around ``dest`` (call it under the lock): a ``.old`` with no
+    ``dest`` goes back (the crash came between the two renames); a ``.old`` next to ``dest`` is the
+    replaced install (the crash came before its removal); ``.staging`` and ``.unwrap`` are half-made.
+    Returns what was done, for messages."""
+    done = []
+    old = dest + ".old"
+    if os.path.lexists(old):
+        if not os.path.lexists(dest):
+            os.rename(old, dest)
+            done.append(f"restored {dest} from {old}")
+        else:
+            remove_tree(old)
+            done.append(f"removed {old}")
+    for suffix in (".staging", ".staging.unwrap", ".trash"):
+        if os.path.lexists(dest + suffix):
+            remove_tree(dest + suffix)
+            done.append(f"removed {dest + suffix}")
+    for p in _partials(dest):
+        os.remove(p)
+        done.append(f"removed {p}")
+    return done
+
+
+def _partials(dest: str) -> list[str]:
+    """Downloads a killed install left: ``.<dest name>.<asset>.partial`` beside ``dest``."""
+    parent, name = os.path.split(dest)
+    try:
+        return [os.path.join(parent, n) for n in os.listdir(parent)
+                if n.startswith(f".{name}.") and n.endswith(".partial")]
+    except OSError:
+        return []
+
+
+def needs_repair(dest: str) -> bool:
+    return any(os.path.lexists(dest + s) for s in (".old", ".staging", ".staging.unwrap", ".trash")) or \
+        bool(_partials(dest))
+
+
+class LockError(OSError):
+    pass
+
+
 @contextlib.contextmanager
-def lock(path: str):
-    """An exclusive lock on ``path`` (fcntl on Unix, msvcrt on Windows), waiting for the holder."""
+def lock(path: str, wait_message=None, blocking: bool = True):
+    """An exclusive lock on ``path`` (fcntl on Unix, msvcrt on Windows).  When another process holds
+    it, ``wait_message`` (a callable) is called once and the lock is waited for; with
+    ``blocking=False`` a held lock raises BlockingIOError instead."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     f = open(path, "a+")
     try:
         if os.name == "nt":  # pragma: no cover
             import msvcrt
 
+            told = False
             while True:
                 try:
-                    msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                    msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
                     break
                 except OSError:
-                    continue
+                    if not blocking:
+                        raise BlockingIOError(errno.EAGAIN, "locked", path) from None
+                    if not told and wait_message:
+                        wait_message()
+                        told = True
+                    import time
+
+                    time.sleep(0.2)
         else:
             import fcntl
 
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not blocking:
+                    raise
+                if wait_message:
+                    wait_message()
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield
     finally:
         if os.name != "nt":
@@ -215,3 +684,44 @@ def lock(path: str):
 
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
         f.close()
+
+
+def repair_cache(cache: str, only: str | None = None) -> list[str]:
+    """``repair`` every install under ``<cache>/bin`` that a crash left a ``.old`` or ``.staging``
+    beside (or just ``only``), each under its lock; one that an install holds right now is left
+    alone, and so is a cache that cannot be written (read-only): status still reports it."""
+    done: list[str] = []
+    base = os.path.join(cache, "bin")
+    dests = set()
+    if only:
+        dests.add(only)
+    else:
+        try:
+            groups = os.listdir(base)
+        except OSError:
+            return done
+        for g in groups:
+            try:
+                names = os.listdir(os.path.join(base, g))
+            except OSError:
+                continue
+            for n in names:
+                if n.startswith(".") and n.endswith(".partial"):  # .<dest>.<asset>.partial: find <dest> by its lock
+                    parts = n[1:].split(".")
+                    for i in range(1, len(parts)):
+                        if ".".join(parts[:i]) + ".lock" in names:
+                            dests.add(os.path.join(base, g, ".".join(parts[:i])))
+                    continue
+                for suffix in (".staging.unwrap", ".old", ".staging", ".trash"):
+                    if n.endswith(suffix) and not n.startswith("."):
+                        dests.add(os.path.join(base, g, n[:-len(suffix)]))
+                        break
+    for d in sorted(dests):
+        if not needs_repair(d):
+            continue
+        try:
+            with lock(d + ".lock", blocking=False):
+                done += repair(d)
+        except OSError:  # held by a running install, or a read-only cache
+            continue
+    return done
