@@ -186,7 +186,7 @@ def probe_amd(host, profile) -> None:
     for key, values, ids in _adapters(s):
         if ids["vendor"] != "0x1002":
             continue
-        row = tables.amd_pci(ids["device"])
+        row = tables.amd_pci(ids["device"], ids["revision"])
         gfx = row["gfx"] if row else None
         desc = s.get("str", "display_adapters", key, "DriverDesc")
         name = desc or (row["name"] if row else f"AMD GPU [1002:{ids['device'][2:]}]")

@@ -206,7 +206,7 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
         facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
         device = facts.get("device") or (f"0x{device_id:04x}" if device_id is not None else "")
         vendor = facts.get("vendor") or (f"0x{vendor_id:04x}" if vendor_id is not None else "0x1002")
-        row = tables.amd_pci(device) if device else None
+        row = tables.amd_pci(device, facts.get("revision")) if device else None
         source = "kfd"
         if version:
             gfx = tables.gfx_name(version)
@@ -255,7 +255,7 @@ def _from_drm(host, profile) -> list[AmdGpu]:
         if key in seen:
             continue
         seen.add(key)
-        row = tables.amd_pci(facts["device"]) if facts["device"] else None
+        row = tables.amd_pci(facts["device"], facts["revision"]) if facts["device"] else None
         gfx, source = None, "drm"
         if facts["gc"]:
             gfx = tables.gfx_from_gc(facts["gc"])
