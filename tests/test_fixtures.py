@@ -40,14 +40,28 @@ def test_profile_round_trips(name):
 def _pick_cases(catalog_name):
     cases = []
     for name in machine_names():
-        picks = expected(name).get("picks", {}).get(catalog_name, {})
+        exp = expected(name)
+        picks = exp.get("picks", {}).get(catalog_name, {})
+        # issue 12: picks only the multi-device engine gets right; strict, so they must be taken
+        # off this list the moment the engine makes them pass
+        pending = exp.get("engine_pending", {}).get(catalog_name, [])
         for recipe, backend in sorted(picks.items()):
-            cases.append((name, recipe, backend))
+            if recipe in pending:
+                cases.append(pytest.param(name, recipe, backend, marks=pytest.mark.xfail(
+                    strict=True, reason="needs the multi-device engine of issue 12")))
+            else:
+                cases.append((name, recipe, backend))
     return cases
 
 
+def _with_catalog(c, case):
+    if hasattr(case, "marks"):  # a pytest.param (itself a tuple)
+        return pytest.param(c, *case.values, marks=case.marks)
+    return (c, *case)
+
+
 @pytest.mark.parametrize("catalog_name,name,recipe,backend",
-                         [(c, *case) for c in ("lemonade", "localai") for case in _pick_cases(c)])
+                         [_with_catalog(c, case) for c in ("lemonade", "localai") for case in _pick_cases(c)])
 def test_pick_table(catalog_name, name, recipe, backend):
     from selector import catalog, engine
 
