@@ -112,7 +112,7 @@ def apply_cuda_visible(host, gpus: list[NvidiaGpu], uuids: list[str | None]) -> 
     n = 0
     for i in (order if order is not None else range(len(gpus))):
         g = gpus[i]
-        if g.usable and g.driver_loaded and g.source != "pci":
+        if g.usable and g.driver_loaded:
             g.cuda_index = n
             n += 1
 
