@@ -112,8 +112,10 @@ def test_every_fixture_gives_valid_labels_that_agree_with_its_expected_picks(nam
     decisions = [engine.decide(prof, cat, r, machine=m) for r in cat.recipes]
     lbls = L.labels(prof, decisions)
     assert_all_valid(lbls)
+    pending = expected(name).get("engine_pending", {}).get("lemonade", [])  # see test_fixtures.py
     for recipe, backend in expected(name)["picks"]["lemonade"].items():
-        assert lbls[f"pick-backend.{recipe}"] == (backend or "none"), recipe
+        if recipe not in pending:
+            assert lbls[f"pick-backend.{recipe}"] == (backend or "none"), recipe
 
 
 def test_json_is_the_same_labels():
