@@ -562,3 +562,32 @@ def test_windows_registry_permission_error_loses_that_key_only(monkeypatch):
     got = windows._each(errors, "display_adapters", {"0000": "X\\0000", "0001": "X\\0001", "0002": "X\\0002"}, None)
     assert got == {"0000": {"DriverDesc": "0000"}, "0002": {"DriverDesc": "0002"}}
     assert errors == ["display_adapters.0001: PermissionError: [Errno 5] Access is denied"]
+
+
+def test_node_without_any_drm_device_keeps_its_kfd_ids(tmp_path):
+    """No drm_render_minor and no DRM device under its PCI function: vendor and device ids come from
+    the KFD node itself, the bus id from location_id, and there is no render node to use."""
+    root = _copy("linux-ubuntu24.04-r9700", tmp_path)
+    props = _props(root, 1)
+    props.write_text("".join(ln for ln in props.read_text().splitlines(True) if not ln.startswith("drm_render")))
+    shutil.rmtree(root / "fs/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0/drm")
+    p = _probe(root)
+    (g,) = p.amd_gpus
+    assert (g.pci.vendor, g.pci.device, g.pci.bus_id, g.gfx) == ("0x1002", "0x7551", "0000:03:00.0", "gfx1201")
+    assert g.render_node is None and g.usable_graphics is False and g.usable_compute is False
+    assert not _warned(p, "amd_gpu", "probe failed")
+
+
+def test_empty_kfd_properties_are_a_warning_and_drm_finds_the_gpu(tmp_path):
+    root = _copy("linux-ubuntu24.04-r9700", tmp_path)
+    _props(root, 1).write_text("")
+    p = _probe(root)
+    assert [(g.source, g.gfx, g.usable_compute) for g in p.amd_gpus] == [("drm", "gfx1201", False)]
+    assert _warned(p, "amd_gpu", "KFD node 1", "unreadable or empty")
+
+
+def test_npu_name_only_from_a_bound_driver_and_nvml_versions_kept():
+    assert [n.name for n in profile_of("linux-ubuntu24.04-strix-halo").npus] == ["RyzenAI-npu5"]
+    assert [n.name for n in profile_of("linux-ubuntu24.04-krackan-laptop-no-npu-driver").npus] == [None]
+    g = profile_of("linux-ubuntu22.04-titanv-rtx5880ada").nvidia_gpus[0]
+    assert (g.driver_version, g.cuda_driver_version) == ("580.95.05", 13000)
