@@ -135,6 +135,10 @@ def test_pyamdgpuinfo_answers_win_over_sysfs_and_sysfs_is_the_fallback(tmp_path)
     assert b.name == "AMD Radeon PRO W7500" and b.vram_bytes == 8573157376 and b.gtt_bytes > 0
     assert b.usable_compute  # an error other than permission is no evidence against access
 
+    _edit(root, lambda d: d["amdgpuinfo"]["gpus"]["/dev/dri/renderD128"].update(vram_size=0, gtt_size=None))
+    a = _probe(root).amd_gpus[0]
+    assert (a.name, a.vram_bytes) == ("Libdrm Says VII", 17163091968) and a.gtt_bytes > 456  # 0: not an answer
+
     _edit(root, lambda d: d.update(amdgpuinfo={"error": "LibraryNotFound"}))
     a = _probe(root).amd_gpus[0]
     assert a.name == "AMD Radeon VII" and a.vram_bytes == 17163091968
@@ -591,3 +595,21 @@ def test_npu_name_only_from_a_bound_driver_and_nvml_versions_kept():
     assert [n.name for n in profile_of("linux-ubuntu24.04-krackan-laptop-no-npu-driver").npus] == [None]
     g = profile_of("linux-ubuntu22.04-titanv-rtx5880ada").nvidia_gpus[0]
     assert (g.driver_version, g.cuda_driver_version) == ("580.95.05", 13000)
+
+
+@pytest.mark.parametrize("device,integrated", [("0x74a0", True), ("0x74a1", False)])
+def test_mi300a_is_an_apu_by_its_device_id_though_its_gc_is_mi300x(tmp_path, device, integrated):
+    """GC 9.4.3 is not in the kernel's APU list; the MI300A (0x74a0) is an APU by package."""
+    root = _copy("linux-ubuntu22.04-8x-mi300x", tmp_path)
+    for dev in (root / "fs/sys/devices").rglob("device"):
+        if dev.is_file() and dev.read_text() == "0x74a1\n":
+            dev.write_text(device + "\n")
+    gpus = _probe(root).amd_gpus
+    assert len(gpus) == 8 and {(g.pci.device, g.integrated) for g in gpus} == {(device, integrated)}
+
+
+def test_windows_nvidia_without_nvml_is_not_usable_for_cuda(tmp_path):
+    root = _copy("windows11-rtx4090", tmp_path)
+    _edit(root, lambda d: d.update(nvml={"error": "DriverNotLoaded"}))
+    (g,) = _probe(root).nvidia_gpus
+    assert (g.sm, g.usable, g.cuda_index) == ("sm_89", False, None) and g.access_fix == "Install the NVIDIA driver"
