@@ -10,6 +10,7 @@ from probes.profile import PCI, Npu
 
 FIX_CONTAINER = "add --device /dev/accel to the container"
 FIX_GROUP = "add this user to the render group"
+FIX_RELOAD = "reload the amdxdna driver (sudo modprobe -r amdxdna && sudo modprobe amdxdna)"
 FIX = (
     "load the amdxdna driver (in Linux 6.14 and newer; older kernels need AMD's xdna-driver "
     "module): sudo modprobe amdxdna"
@@ -60,7 +61,7 @@ def probe(host, profile) -> None:
             else:
                 profile.warn("npu", f"{what} has no driver bound: {FIX}")
         elif device_node is None:
-            npu.access_fix = FIX_CONTAINER if profile.os.container else "reload the amdxdna driver (sudo modprobe -r amdxdna && sudo modprobe amdxdna)"
+            npu.access_fix = FIX_CONTAINER if profile.os.container else FIX_RELOAD
             profile.warn("npu", f"{what}: amdxdna is bound but no /dev/accel node exists: {npu.access_fix}")
         elif not npu.usable:
             npu.access_fix = FIX_GROUP
