@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 
 from probes.host import CAPTURE_FORMAT, RELEVANT_ENV, LiveHost, RecordingHost
 
@@ -63,6 +64,16 @@ class _Writer:
         out = self._out(real)
         if os.path.isdir(real):
             os.makedirs(out, exist_ok=True)
+            return
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            return
+        if not stat.S_ISREG(mode):
+            # a device node (/dev/kfd, /dev/dri/renderD128): never read; an empty file says it
+            # exists, and capture.json 'dev' says what this process may do with it
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            open(out, "wb").close()
             return
         try:
             with open(real, "rb") as f:
@@ -120,6 +131,11 @@ def write_capture(dest: str, host: LiveHost | None = None) -> dict:
         "vulkan_loader": live.vulkan_loader(),
         "executables": dict(rec.execs),
     }
+    if live.system == "Linux":
+        # device nodes cannot be copied: what this process may do with each one is recorded instead
+        data["dev"] = dict(sorted(rec.dev.items()))
+    if rec.amdgpu:
+        data["amdgpuinfo"] = rec.amdgpu
     win, mac = live.windows(), live.macos()
     if win:
         data["windows"] = win

@@ -36,6 +36,9 @@ EXECUTABLES = ("llama-server", "docker", "podman")
 
 CAPTURE_FORMAT = 1
 
+# capture.json ``dev``: what this process may do with a device node that exists.
+DEV_ACCESS = ("rw", "r", "none")
+
 
 class InputError(Exception):
     """An input file (capture, config, catalog, profile) is unreadable or invalid: exit code 5."""
@@ -122,6 +125,19 @@ class Host:
         """The C library as in capture.json ``libc``: ``{"name": "glibc", "version": "2.39"}``;
         {} when unknown (musl, not Linux)."""
         return {}
+
+    def dev_access(self, path: str) -> str | None:
+        """Access of this process to a device node (capture.json ``dev``): ``"rw"``, ``"r"`` or
+        ``"none"`` (exists, no access); None when it does not exist.  A host that cannot tell
+        answers ``"rw"``: the node is usable when its sysfs device exists."""
+        return "rw"
+
+    def amdgpuinfo(self, nodes: list[str]) -> dict:
+        """pyamdgpuinfo's answers for AMD render nodes, as in capture.json ``amdgpuinfo``:
+        ``{"gpus": {"/dev/dri/renderD128": {"name": ..., "pci_slot": ..., "vram_size": ...,
+        "gtt_size": ...} or {"error": "PermissionError"}}}``, or ``{"error": "<class>"}`` when
+        the library cannot be used at all."""
+        return {"error": "LibraryNotFound"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,6 +252,31 @@ class LiveHost(Host):
             return {"name": "glibc", "version": parts[1]}
         return {}
 
+    def dev_access(self, path):
+        if not os.path.exists(path):
+            return None
+        if os.access(path, os.R_OK | os.W_OK):
+            return "rw"
+        return "r" if os.access(path, os.R_OK) else "none"
+
+    def amdgpuinfo(self, nodes):
+        cache = self.__dict__.setdefault("_amdgpuinfo", {})
+        todo = [n for n in nodes if n not in cache]
+        if todo:
+            try:  # imported only here: an AMD GPU is present (start-up of every other run pays nothing)
+                import pyamdgpuinfo
+            except Exception as e:  # ImportError, or its bundled libdrm failing to load
+                return {"error": "LibraryNotFound" if isinstance(e, ImportError) else type(e).__name__}
+            for i, node in enumerate(todo):
+                try:
+                    gpu = pyamdgpuinfo.GPUInfo(node, i)
+                    mem = gpu.memory_info or {}
+                    cache[node] = {"name": gpu.name, "pci_slot": gpu.pci_slot,
+                                   "vram_size": mem.get("vram_size"), "gtt_size": mem.get("gtt_size")}
+                except Exception as e:  # cannot open the node (permission), not amdgpu, ...
+                    cache[node] = {"error": type(e).__name__}
+        return {"gpus": {n: cache[n] for n in nodes}}
+
     def windows(self):
         if self.system != "Windows":
             return {}
@@ -293,6 +334,15 @@ class CaptureHost(Host):
                 raise InputError(path, f"field '{key}' must be a JSON object")
         if "vulkan_loader" in data and not isinstance(data["vulkan_loader"], bool):
             raise InputError(path, "field 'vulkan_loader' must be true or false")
+        dev = data.get("dev")
+        if dev is not None:
+            if not isinstance(dev, dict):
+                raise InputError(path, "field 'dev' must be a JSON object")
+            for node, access in dev.items():
+                if access not in DEV_ACCESS:
+                    raise InputError(path, f"field 'dev.{node}' must be one of \"rw\", \"r\", \"none\", found {access!r}")
+        if "amdgpuinfo" in data and not isinstance(data["amdgpuinfo"], dict):
+            raise InputError(path, "field 'amdgpuinfo' must be a JSON object")
         self.path = path
         self.data = data
         self.system = plat["system"]
@@ -426,6 +476,15 @@ class CaptureHost(Host):
     def libc(self):
         return self.data.get("libc", {})
 
+    def dev_access(self, path):
+        dev = self.data.get("dev")
+        if dev is None:  # a capture from before 'dev': nodes are usable where their device is
+            return "rw"
+        return dev.get(path)
+
+    def amdgpuinfo(self, nodes):
+        return self.data.get("amdgpuinfo", {"error": "LibraryNotFound"})
+
 
 # --------------------------------------------------------------------------------------------
 # Recording (for `capture`)
@@ -442,6 +501,8 @@ class RecordingHost(Host):
         self.dirs: list[str] = []
         self.links: list[str] = []
         self.execs: dict[str, str] = {}
+        self.dev: dict[str, str] = {}
+        self.amdgpu: dict = {}
 
     def read(self, path):
         self.files.append(path)
@@ -479,6 +540,20 @@ class RecordingHost(Host):
 
     def libc(self):
         return self.inner.libc()
+
+    def dev_access(self, path):
+        access = self.inner.dev_access(path)
+        if access is not None:
+            self.dev[path] = access
+        return access
+
+    def amdgpuinfo(self, nodes):
+        answer = self.inner.amdgpuinfo(nodes)
+        if "gpus" in answer:
+            self.amdgpu.setdefault("gpus", {}).update(answer["gpus"])
+        elif "gpus" not in self.amdgpu:
+            self.amdgpu = dict(answer)
+        return answer
 
 
 def open_host(root=None) -> Host:

@@ -41,9 +41,15 @@ def _amd_pci_index() -> dict:
     return {row["device"]: row for row in load("amd_pci")["devices"]}
 
 
-def amd_pci(device: str) -> dict | None:
-    """Row for an AMD GPU PCI device id ("744c" or "0x744c")."""
-    return _amd_pci_index().get(_hex4(device))
+def amd_pci(device: str, revision: str | None = None) -> dict | None:
+    """Row for an AMD GPU PCI device id ("744c" or "0x744c"); with the revision, its gfx target
+    where revisions of one device id differ (``gfx_by_revision``)."""
+    row = _amd_pci_index().get(_hex4(device))
+    if row is not None and revision is not None and row.get("gfx_by_revision"):
+        gfx = row["gfx_by_revision"].get(_hex2(revision))
+        if gfx:
+            row = dict(row, gfx=gfx)
+    return row
 
 
 def npu(device: str, revision: str | None) -> dict | None:

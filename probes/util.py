@@ -57,24 +57,31 @@ def visible_indices(spec: str | None, count: int, uuids: list[str | None] | None
     """Apply a ``*_VISIBLE_DEVICES`` list to ``count`` devices.  None = variable unset (all
     visible).  Entries are indices or UUIDs (``GPU-...``, prefixes allowed); the list stops at the
     first invalid entry, as the CUDA and ROCm runtimes do."""
+    order = visible_order(spec, count, uuids)
+    return None if order is None else set(order)
+
+
+def visible_order(spec: str | None, count: int, uuids: list[str | None] | None = None) -> list[int] | None:
+    """The devices a ``*_VISIBLE_DEVICES`` list selects, in the order the runtime numbers them
+    (``CUDA_VISIBLE_DEVICES=1,0``: device 1 becomes CUDA device 0).  None = variable unset."""
     if spec is None:
         return None
-    out: set[int] = set()
+    out: list[int] = []
     for token in spec.split(","):
         token = token.strip()
         if not token:
             break
         if token.lstrip("-").isdigit():
             i = int(token)
-            if i < 0 or i >= count:
+            if i < 0 or i >= count or i in out:
                 break
-            out.add(i)
+            out.append(i)
             continue
         if uuids:
             t = token.lower()
             hit = [i for i, u in enumerate(uuids) if u and u.lower().startswith(t)]
-            if len(hit) == 1:
-                out.add(hit[0])
+            if len(hit) == 1 and hit[0] not in out:
+                out.append(hit[0])
                 continue
         break
     return out

@@ -19,7 +19,7 @@ import re
 from probes import tables
 from probes.linux.cpu import normalize_arch
 from probes.linux.vulkan import CPU_ICDS
-from probes.profile import PCI, AmdGpu, NvidiaGpu, Npu
+from probes.profile import PCI, AmdGpu, IntelGpu, NvidiaGpu, Npu
 from probes.section import Section, section
 from probes.util import visible_indices
 
@@ -37,6 +37,9 @@ ENUM_VALUES = ("DeviceDesc", "FriendlyName", "Driver", "Service", "ClassGUID", "
 _PCI_ID = re.compile(r"ven_([0-9a-f]{4})&dev_([0-9a-f]{4})(?:&subsys_([0-9a-f]{8}))?(?:&rev_([0-9a-f]{2}))?", re.I)
 _LOCATION = re.compile(r"PCI bus (\d+), device (\d+), function (\d+)", re.I)
 
+AMD_DRIVER_FIX = "Install AMD's graphics driver (AMD Software: Adrenalin Edition or PRO Edition)"
+NVIDIA_DRIVER_FIX = "Install the NVIDIA driver"
+INTEL_DRIVER_FIX = "install Intel's graphics driver"
 NPU_DRIVER_FIX = ("install AMD's NPU driver (with Ryzen AI Software); Device Manager then lists the "
                   "device as 'NPU Compute Accelerator Device'")
 
@@ -160,6 +163,39 @@ def _adapters(s: Section, pci_only: bool = True) -> list[tuple[str, dict, dict |
     return out
 
 
+def _driverless(s: Section, vendor: str) -> list[tuple[dict, str, str | None]]:
+    """PCI display devices of ``vendor`` that are present but run without their vendor's driver
+    (Windows shows them as "Microsoft Basic Display Adapter"), from ``display_enum``: (PCI ids,
+    bus id, what Windows calls the device).  A device whose ``Driver`` reference leads to an
+    adapter key with the vendor's own PCI id is driven, and counted by ``_adapters`` instead."""
+    adapters = s.get("dict", "display_adapters") or {}
+    display = tables.load("windows")["display_class"].lower()
+    driven = set()
+    for key, values in adapters.items():
+        if isinstance(values, dict) and parse_pci_id(values.get("MatchingDeviceId")) is not None:
+            driven.add(f"{display}\\{key}".lower())
+    out = []
+    enum = s.get("dict", "display_enum") or {}
+    for hwkey in sorted(enum):
+        ids = parse_pci_id(hwkey)
+        if ids is None or ids["vendor"] != vendor:
+            continue
+        for inst in sorted(s.get("dict", "display_enum", hwkey) or {}):
+            values = s.get("dict", "display_enum", hwkey, inst)
+            if values is None or values.get("present") is False:
+                continue
+            driver = s.get("str", "display_enum", hwkey, inst, "Driver")
+            if driver and driver.lower() in driven:
+                continue
+            desc = _desc(values.get("FriendlyName")) or _desc(values.get("DeviceDesc"))
+            out.append((ids, _bus_id(values.get("LocationInformation")), desc))
+    return out
+
+
+def _no_driver_words(desc: str | None) -> str:
+    return f"runs without its driver (Windows uses '{desc or 'Microsoft Basic Display Adapter'}')"
+
+
 def _memory(s: Section, key: str) -> int | None:
     """VRAM: ``HardwareInformation.qwMemorySize`` (QWORD), else the older 4-byte
     ``HardwareInformation.MemorySize`` (capped at 4 GB).  Drivers write either as an integer or as
@@ -186,7 +222,7 @@ def probe_amd(host, profile) -> None:
     for key, values, ids in _adapters(s):
         if ids["vendor"] != "0x1002":
             continue
-        row = tables.amd_pci(ids["device"])
+        row = tables.amd_pci(ids["device"], ids["revision"])
         gfx = row["gfx"] if row else None
         desc = s.get("str", "display_adapters", key, "DriverDesc")
         name = desc or (row["name"] if row else f"AMD GPU [1002:{ids['device'][2:]}]")
@@ -204,10 +240,27 @@ def probe_amd(host, profile) -> None:
             source="registry+pci-table" if row else "registry",
             driver=s.get("str", "display_adapters", key, "DriverVersion"),
         ))
+    for ids, bus_id, desc in _driverless(s, "0x1002"):
+        row = tables.amd_pci(ids["device"], ids["revision"])
+        gfx = row["gfx"] if row else None
+        name = row["name"] if row else f"AMD GPU [1002:{ids['device'][2:]}]"
+        gpus.append(AmdGpu(
+            index=len(gpus), name=name,
+            pci=PCI(vendor="0x1002", device=ids["device"], revision=ids["revision"], bus_id=bus_id),
+            gfx=gfx, gfx_effective=gfx,
+            integrated=bool(row["apu"]) if row else (bool(gfx) and tables.gfx_is_apu(gfx)),
+            source="pci-table" if row else "pci", driver=None,
+            usable_compute=False, usable_graphics=False, access_fix=AMD_DRIVER_FIX,
+        ))
+        profile.warn("amd_gpu", f"{name} ({gfx or 'gfx unknown'}, PCI 1002:{ids['device'][2:]}) {_no_driver_words(desc)}: "
+                                f"no backend can use it until {AMD_DRIVER_FIX[0].lower()}{AMD_DRIVER_FIX[1:]}")
+    hip = 0
     chosen = visible_indices(host.env.get("HIP_VISIBLE_DEVICES"), len(gpus))
-    if chosen is not None:
-        for i, g in enumerate(gpus):
+    for i, g in enumerate(gpus):
+        if chosen is not None:
             g.visible = i in chosen
+        if g.visible and g.usable_compute:
+            g.hip_index, hip = hip, hip + 1
     profile.amd_gpus = gpus
 
 
@@ -234,13 +287,45 @@ def probe_nvidia(host, profile) -> None:
                 memory_bytes=_memory(s, key),
                 source="registry+name-table" if cc else "registry",
                 pci=PCI(vendor="0x10de", device=ids["device"], revision=ids["revision"]),
+                usable=False, access_fix=NVIDIA_DRIVER_FIX,
             ))
             uuids.append(None)
             judged = (f"compute capability {cc[0]}.{cc[1]} taken from the product name" if cc
                       else "compute capability unknown, so CUDA backends cannot be judged")
             profile.warn("nvidia", f"{name}: {words}; {judged} (install or repair the NVIDIA driver, then run again)")
+    for ids, bus_id, desc in _driverless(s, "0x10de"):
+        name = tables.nvidia_pci_name(ids["device"]) or f"NVIDIA GPU [10de:{ids['device'][2:]}]"
+        gpus.append(NvidiaGpu(index=len(gpus), name=name, source="pci", driver_loaded=False, usable=False,
+                              access_fix=NVIDIA_DRIVER_FIX,
+                              pci=PCI(vendor="0x10de", device=ids["device"], revision=ids["revision"], bus_id=bus_id)))
+        uuids.append(None)
+        profile.warn("nvidia", f"{name} (PCI 10de:{ids['device'][2:]}) {_no_driver_words(desc)}: CUDA cannot use it "
+                               f"until {NVIDIA_DRIVER_FIX[0].lower()}{NVIDIA_DRIVER_FIX[1:]}")
     apply_cuda_visible(host, gpus, uuids)
     profile.nvidia_gpus = gpus
+
+
+def probe_intel(host, profile) -> None:
+    """Intel GPUs as on Linux: vendor 0x8086 display adapters, Arc by device id."""
+    s = _section(host, profile, "intel_gpu")
+    gpus = []
+    for key, values, ids in _adapters(s):
+        if ids["vendor"] != "0x8086":
+            continue
+        row = tables.intel_gpu(ids["device"])
+        name = (row["name"] if row else None) or s.get("str", "display_adapters", key, "DriverDesc") \
+            or f"Intel GPU [8086:{ids['device'][2:]}]"
+        gpus.append(IntelGpu(name=name, pci=PCI(vendor="0x8086", device=ids["device"], revision=ids["revision"]),
+                             arc=bool(row and row.get("arc")), index=len(gpus)))
+    for ids, bus_id, desc in _driverless(s, "0x8086"):
+        row = tables.intel_gpu(ids["device"])
+        name = row["name"] if row else f"Intel GPU [8086:{ids['device'][2:]}]"
+        gpus.append(IntelGpu(name=name, pci=PCI(vendor="0x8086", device=ids["device"], revision=ids["revision"],
+                                                bus_id=bus_id),
+                             arc=bool(row and row.get("arc")), index=len(gpus), usable_graphics=False,
+                             access_fix=INTEL_DRIVER_FIX))
+        profile.warn("intel_gpu", f"{name} (PCI 8086:{ids['device'][2:]}) {_no_driver_words(desc)}: {INTEL_DRIVER_FIX}")
+    profile.intel_gpus = gpus
 
 
 # -----------------------------------------------------------------------------------------------
@@ -322,7 +407,7 @@ def probe_vulkan(host, profile) -> None:
 
 
 PROBES = [("os", probe_os), ("cpu", probe_cpu), ("amd_gpu", probe_amd), ("nvidia", probe_nvidia),
-          ("npu", probe_npu), ("vulkan", probe_vulkan)]
+          ("intel_gpu", probe_intel), ("npu", probe_npu), ("vulkan", probe_vulkan)]
 
 
 # -----------------------------------------------------------------------------------------------
@@ -356,10 +441,12 @@ def read_live() -> dict:
     part("memory_bytes", _total_memory)
     part("is_wow64_process2", _is_wow64_process2)
     display = tables.load("windows")["display_class"]
-    part("display_adapters", lambda: {k: _reg_values(rf"{CLASS_KEY}\{display}\{k}", ADAPTER_VALUES)
-                                      for k in _reg_subkeys(rf"{CLASS_KEY}\{display}") if k.isdigit()})
+    part("display_adapters", lambda: _each(errors, "display_adapters",
+                                           {k: rf"{CLASS_KEY}\{display}\{k}" for k in _reg_subkeys(rf"{CLASS_KEY}\{display}")
+                                            if k.isdigit()}, ADAPTER_VALUES))
     part("present_drivers", _present_drivers)
-    part("pci_enum", _npu_enum)
+    part("pci_enum", lambda: _pci_enum(errors, "pci_enum", _is_npu))
+    part("display_enum", lambda: _pci_enum(errors, "display_enum", _is_gpu))
     part("vulkan_drivers", lambda: _reg_values(KHRONOS_DRIVERS, None))
     if errors:
         out["errors"] = errors
@@ -493,19 +580,46 @@ def _present_drivers() -> list[str] | None:
     return refs
 
 
-def _npu_enum() -> dict:
+def _each(errors: list, where: str, keys: dict, names) -> dict:
+    """Values of several registry keys; a key that cannot be read (PermissionError on one
+    adapter's key) is left out and named in ``errors``, and the others are still read."""
+    out = {}
+    for name, path in keys.items():
+        try:
+            values = _reg_values(path, names)
+        except OSError as e:
+            errors.append(f"{where}.{name}: {type(e).__name__}: {e}")
+            continue
+        if values is not None:
+            out[name] = values
+    return out
+
+
+def _is_npu(ids: dict) -> bool:
     table = tables.load("amd_npu")
-    devices = {row["device"] for row in table["devices"]}
+    return ids["vendor"] == table["vendor"] and ids["device"][2:] in {row["device"] for row in table["devices"]}
+
+
+def _is_gpu(ids: dict) -> bool:
+    return ids["vendor"] in ("0x1002", "0x10de", "0x8086")
+
+
+def _pci_enum(errors: list, where: str, wanted) -> dict:
+    """``Enum\\PCI\\<hardware id>\\<instance>`` values of the devices ``wanted`` accepts, with
+    ``present``.  For GPUs (``display_enum``) only display-class instances are kept."""
+    display = tables.load("windows")["display_class"].lower()
     out = {}
     for hw in _reg_subkeys(ENUM_PCI):
         ids = parse_pci_id(hw)
-        if ids is None or ids["vendor"] != table["vendor"] or ids["device"][2:] not in devices:
+        if ids is None or not wanted(ids):
             continue
-        out[hw] = {}
-        for inst in _reg_subkeys(rf"{ENUM_PCI}\{hw}"):
-            values = _reg_values(rf"{ENUM_PCI}\{hw}\{inst}", ENUM_VALUES) or {}
+        found = _each(errors, f"{where}.{hw}", {inst: rf"{ENUM_PCI}\{hw}\{inst}"
+                                                for inst in _reg_subkeys(rf"{ENUM_PCI}\{hw}")}, ENUM_VALUES)
+        for inst, values in found.items():
+            if wanted is _is_gpu and str(values.get("ClassGUID", "")).lower() != display:
+                continue  # the GPU's audio or USB function
             present = _device_present(rf"PCI\{hw}\{inst}")
             if present is not None:
                 values["present"] = present
-            out[hw][inst] = values
+            out.setdefault(hw, {})[inst] = values
     return out

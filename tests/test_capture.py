@@ -13,6 +13,8 @@ def test_capture_replays_to_the_live_profile(tmp_path, cli):
     assert (dest / "capture.json").is_file()
     data = json.loads((dest / "capture.json").read_text())
     assert data["format"] == 1 and data["platform"]["system"]
+    if data["platform"]["system"] == "Linux":  # device nodes: their access, never their contents
+        assert isinstance(data["dev"], dict) and set(data["dev"].values()) <= {"rw", "r", "none"}
     replay = cli("--root", str(dest), "probe", "--json")
     assert replay.rc == 0, replay.err
     assert replay.json() == live.json()

@@ -40,14 +40,21 @@ def test_profile_round_trips(name):
 def _pick_cases(catalog_name):
     cases = []
     for name in machine_names():
-        picks = expected(name).get("picks", {}).get(catalog_name, {})
+        exp = expected(name)
+        picks = exp.get("picks", {}).get(catalog_name, {})
         for recipe, backend in sorted(picks.items()):
             cases.append((name, recipe, backend))
     return cases
 
 
+def _with_catalog(c, case):
+    if hasattr(case, "marks"):  # a pytest.param (itself a tuple)
+        return pytest.param(c, *case.values, marks=case.marks)
+    return (c, *case)
+
+
 @pytest.mark.parametrize("catalog_name,name,recipe,backend",
-                         [(c, *case) for c in ("lemonade", "localai") for case in _pick_cases(c)])
+                         [_with_catalog(c, case) for c in ("lemonade", "localai") for case in _pick_cases(c)])
 def test_pick_table(catalog_name, name, recipe, backend):
     from selector import catalog, engine
 

@@ -17,7 +17,7 @@ import zipfile
 
 import pytest
 
-from conftest import run_cli
+from conftest import machine, run_cli
 from test_install import (NIGHTLY_TAG, PINS, SCRIPT, STABLE_TAG, STRIX, VULKAN_ASSET, VULKAN_TAG, Server, env_for,
                           install, leftovers, llama_tar, make_tar, old_install, snapshot, srv)  # noqa: F401
 
@@ -316,13 +316,17 @@ def test_a_retry_that_made_progress_does_not_use_up_an_attempt(srv, tmp_path):
 
 
 def test_asset_names_from_the_api_are_names_not_paths(srv, tmp_path):
-    tag = PINS["flm"]["npu"]
-    evil = "fastflowlm_../../../../evil_linux.tar.gz"
-    srv.release("ROCm/FastFlowLM", tag, {evil: make_tar([("flm", SCRIPT, 0o755)])})
-    r = run_cli("--root", STRIX, "install", "flm", "--cache-dir", str(tmp_path / "c"), env=env_for(srv))
+    # sd-cpp's macOS asset is a wildcard (sd-<tag>-bin-Darwin-macOS-*-arm64.zip) resolved from the
+    # release's asset list; a '*' also matches '/', so a hostile list could smuggle a path in
+    tag = PINS["sd-cpp"]["metal"]
+    short = tag.split("-", 1)[0] + "-" + tag.rsplit("-", 1)[1]
+    evil = f"sd-{short}-bin-Darwin-macOS-../../../../evil-arm64.zip"
+    srv.release("leejet/stable-diffusion.cpp", tag, {evil: make_tar([("sd-server", SCRIPT, 0o755)])})
+    r = run_cli("--root", machine("macos14-m3max"), "install", "sd-cpp", "--cache-dir", str(tmp_path / "c"),
+                env=env_for(srv))
     assert r.rc == 4 and "not a plain file name" in r.err, r.err
     assert not any(p.startswith("/dl/") for p, _ in srv.log)
-    assert not (tmp_path / "evil_linux.tar.gz").exists()
+    assert not (tmp_path / "evil-arm64.zip").exists()
 
 
 def test_overlapping_installs_against_a_slow_server_wait_and_say_so(srv, tmp_path):

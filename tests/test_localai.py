@@ -137,7 +137,7 @@ def test_intel_arc_strata_is_the_intel_image():
     r, rec = pick(ARC, "strata")
     assert r.rc == 0
     assert rec["backend"] == "intel"
-    assert rec["device"] == {"type": "intel_gpu", "family": "arc", "index": 0, "name": "Intel Arc A770 (DG2-G10)"}
+    assert rec["device"] == {"type": "intel_gpu", "family": "arc", "index": 1, "name": "Intel Arc A770 (DG2-G10)"}  # the UHD 770 iGPU is 0
 
 
 def test_check_gate_uses_the_localai_catalog():

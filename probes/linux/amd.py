@@ -1,9 +1,16 @@
 """AMD GPUs: KFD topology first, DRM/PCI as the fallback.
 
 KFD gives the exact gfx target (``gfx_target_version``) and, through ``drm_render_minor``, the
-DRM device with PCI ids, VRAM and driver.  Without KFD (a container without ``/dev/kfd``, a kernel
-without ROCm support) the DRM devices of vendor 0x1002 are read instead: the GC IP version from
-``ip_discovery`` through the kernel's map, else the PCI device-id table.
+DRM device with PCI ids, VRAM and driver.  Without KFD (a kernel without ROCm support) the DRM
+devices of vendor 0x1002 are read instead: the GC IP version from ``ip_discovery`` through the
+kernel's map, else the PCI device-id table.  A KFD node without ``gfx_target_version`` (kernels
+before about 4.19) takes its gfx target from its ``device_id`` the same way, with a warning.
+
+Device access: ROCm needs ``/dev/kfd`` and the GPU's render node read-write, Vulkan the render
+node (``Host.dev_access``; pyamdgpuinfo failing to open the node counts as evidence too).  A GPU
+this process cannot use is still reported, with ``access_fix`` in words.  pyamdgpuinfo (libdrm)
+names the GPU and sizes its VRAM and GTT; sysfs, the system's ``amdgpu.ids`` and the PCI table
+are the fallbacks.
 """
 
 from __future__ import annotations
@@ -14,6 +21,15 @@ from probes.util import parse_hex, parse_int, parse_kv, visible_indices
 
 KFD = "/sys/class/kfd/kfd/topology/nodes"
 DRM = "/sys/class/drm"
+KFD_DEV = "/dev/kfd"
+# libdrm's marketing-name table: the distribution's package, then AMD's amdgpu-install copy
+AMDGPU_IDS = ("/usr/share/libdrm/amdgpu.ids", "/opt/amdgpu/share/libdrm/amdgpu.ids")
+
+FIX_CONTAINER = "add --device /dev/kfd --device /dev/dri to the container"
+FIX_GROUP = "add this user to the render group"
+FIX_GROUP_CONTAINER = "add --group-add render to the container (the device nodes belong to the render group)"
+FIX_NO_KFD = ("the kernel has no KFD (ROCm) support: use a kernel with amdgpu's KFD "
+              "(CONFIG_HSA_AMD), such as the distribution's generic kernel")
 
 
 def _drm_facts(host, devpath: str) -> dict:
@@ -35,6 +51,7 @@ def _drm_facts(host, devpath: str) -> dict:
         "revision": parse_hex(rd("revision")),
         "class": parse_hex(rd("class")),
         "vram": parse_int(rd("mem_info_vram_total")),
+        "gtt": parse_int(rd("mem_info_gtt_total")),
         "board_info": host.exists(f"{devpath}/board_info"),
         "driver": host.link_name(f"{devpath}/driver"),
         "bus_id": host.link_name(devpath),
@@ -61,6 +78,94 @@ def _name(row: dict | None, gfx: str | None) -> str:
     return f"AMD GPU ({gfx})" if gfx else "AMD GPU"
 
 
+def parse_amdgpu_ids(text: str | None) -> dict[tuple[str, str], str]:
+    """libdrm's ``amdgpu.ids``: "DEVICE,\tREVISION,\tNAME" lines (hex, upper case) after a
+    version line -> {("0x1586", "0xc1"): "AMD Radeon 8060S Graphics"}."""
+    out: dict[tuple[str, str], str] = {}
+    for line in (text or "").splitlines():
+        if line.startswith("#"):
+            continue
+        parts = [p.strip() for p in line.split(",", 2)]
+        if len(parts) != 3 or not parts[2]:
+            continue
+        try:
+            dev, rev = int(parts[0], 16), int(parts[1], 16)
+        except ValueError:
+            continue
+        out[(f"0x{dev:04x}", f"0x{rev:02x}")] = parts[2]
+    return out
+
+
+def _system_ids(host) -> dict:
+    cached = getattr(host, "_amdgpu_ids", None)
+    if cached is None:
+        cached = {}
+        for path in AMDGPU_IDS:
+            try:
+                text = host.read(path)
+            except PermissionError:
+                text = None
+            if text:
+                cached = parse_amdgpu_ids(text)
+                break
+        try:
+            host._amdgpu_ids = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+def _access(host, profile, gpu: AmdGpu, compute_possible: bool, info: dict | None) -> None:
+    """usable_compute / usable_graphics / access_fix of one GPU from its device nodes."""
+    render = host.dev_access(gpu.render_node) if gpu.render_node else None
+    if info and info.get("error") == "PermissionError" and render == "rw":
+        render = "none"  # libdrm could not open it: trust the failure over the mode bits
+    kfd = host.dev_access(KFD_DEV) if compute_possible else None
+    gpu.usable_graphics = render == "rw"
+    gpu.usable_compute = compute_possible and kfd == "rw" and gpu.usable_graphics
+    if gpu.usable_compute:
+        return
+    container = profile.os.container
+    missing = [n for n, a in ((KFD_DEV, kfd if compute_possible else "rw"), (gpu.render_node, render))
+               if n and a is None]
+    if not compute_possible and gpu.usable_graphics:
+        gpu.access_fix = FIX_CONTAINER if container else FIX_NO_KFD
+        return  # the probe warns once for every GPU: no KFD topology
+    if missing:
+        gpu.access_fix = FIX_CONTAINER if container else (
+            FIX_NO_KFD if KFD_DEV in missing else "load the amdgpu driver for this GPU")
+        what = f"{' and '.join(missing)} missing"
+    else:
+        gpu.access_fix = FIX_GROUP_CONTAINER if container else FIX_GROUP
+        blocked = [n for n, a in ((KFD_DEV, kfd), (gpu.render_node, render)) if a not in (None, "rw")]
+        what = f"no read-write access to {' and '.join(blocked)}"
+    uses = "ROCm" if gpu.usable_graphics else "ROCm and Vulkan"
+    profile.warn("amd_gpu", f"{gpu.name} ({gpu.gfx or 'gfx unknown'}) at {gpu.pci.bus_id or gpu.render_node}: "
+                            f"{uses} cannot use it here ({what}): {gpu.access_fix}")
+
+
+def _finish(host, profile, gpu: AmdGpu, facts: dict, row: dict | None, compute_possible: bool,
+            answers: dict) -> None:
+    """Name, memory and access of a GPU, pyamdgpuinfo first, then sysfs and the tables."""
+    info = answers.get(gpu.render_node) if gpu.render_node else None
+    info = info if isinstance(info, dict) else None
+    ok = info is not None and "error" not in info
+    name = info.get("name") if ok and isinstance(info.get("name"), str) and info.get("name") else None
+    if name is None and gpu.pci.device and gpu.pci.revision:
+        name = _system_ids(host).get((gpu.pci.device, gpu.pci.revision))
+    if name is not None:
+        gpu.name = name
+    vram = info.get("vram_size") if ok else None
+    gtt = info.get("gtt_size") if ok else None
+    gpu.vram_bytes = vram if _count(vram) else facts.get("vram")
+    gpu.gtt_bytes = gtt if _count(gtt) else facts.get("gtt")
+    _access(host, profile, gpu, compute_possible, info)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 def _from_kfd(host, profile) -> list[AmdGpu] | None:
     nodes = host.listdir(KFD)
     if not nodes:
@@ -71,7 +176,8 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
             text = host.read(f"{KFD}/{node}/properties")
         except PermissionError:
             gpus.append(
-                AmdGpu(name=f"AMD GPU (KFD node {node}, hidden)", visible=False, source="kfd", gfx=None)
+                AmdGpu(name=f"AMD GPU (KFD node {node}, hidden)", visible=False, source="kfd", gfx=None,
+                       usable_compute=False, usable_graphics=False)
             )
             continue
         props = parse_kv(text)
@@ -80,37 +186,57 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
                 profile.warn("amd_gpu", f"KFD node {node}: properties unreadable or empty; skipped")
             continue
         version = parse_int(props.get("gfx_target_version"))
-        if not version:
+        device_id = parse_int(props.get("device_id"))
+        old_kernel = "gfx_target_version" not in props and bool(device_id)
+        if not version and not old_kernel:
             continue  # CPU node
-        if version < 0 or version > 999999:
+        if version is not None and (version < 0 or version > 999999):
             profile.warn("amd_gpu", f"KFD node {node}: implausible gfx_target_version {version}; skipped")
             continue
-        gfx = tables.gfx_name(version)
         minor = parse_int(props.get("drm_render_minor"))
-        facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
         vendor_id = parse_int(props.get("vendor_id"))
-        device_id = parse_int(props.get("device_id"))
+        bus_id = None
+        domain, loc = parse_int(props.get("domain")), parse_int(props.get("location_id"))
+        if loc is not None:
+            bus_id = f"{domain or 0:04x}:{loc >> 8:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
+        if (minor is None or minor < 0) and bus_id:  # old kernels: no drm_render_minor
+            for entry in host.listdir(f"/sys/bus/pci/devices/{bus_id}/drm"):
+                if entry.startswith("renderD") and entry[7:].isdigit():
+                    minor = int(entry[7:])
+        facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
         device = facts.get("device") or (f"0x{device_id:04x}" if device_id is not None else "")
         vendor = facts.get("vendor") or (f"0x{vendor_id:04x}" if vendor_id is not None else "0x1002")
-        row = tables.amd_pci(device) if device else None
-        bus_id = facts.get("bus_id")
-        if not bus_id:
-            domain, loc = parse_int(props.get("domain")), parse_int(props.get("location_id"))
-            if domain is not None and loc is not None:
-                bus_id = f"{domain:04x}:{loc >> 8:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
-        gpus.append(
-            AmdGpu(
-                name=_name(row, gfx),
-                pci=PCI(vendor=vendor, device=device, revision=facts.get("revision"), bus_id=bus_id),
-                gfx=gfx,
-                gfx_effective=gfx,
-                integrated=_integrated(facts.get("gc"), gfx, row),
-                vram_bytes=facts.get("vram"),
-                source="kfd",
-                driver=facts.get("driver"),
+        row = tables.amd_pci(device, facts.get("revision")) if device else None
+        source = "kfd"
+        if version:
+            gfx = tables.gfx_name(version)
+        else:
+            gfx = tables.gfx_from_gc(facts["gc"]) if facts.get("gc") else None
+            if gfx is None and row is not None:
+                gfx, source = row["gfx"], "pci-table"
+            profile.warn(
+                "amd_gpu",
+                f"KFD node {node}: no gfx_target_version (a kernel older than 4.19?); "
+                + (f"gfx {gfx} taken from device id {device} through the "
+                   + ("GC IP version" if source == "kfd" else "PCI table")
+                   if gfx else f"device id {device} is not in the PCI table: gfx target unknown"),
             )
+        bus_id = facts.get("bus_id") or bus_id
+        gpu = AmdGpu(
+            name=_name(row, gfx),
+            pci=PCI(vendor=vendor, device=device, revision=facts.get("revision"), bus_id=bus_id),
+            gfx=gfx,
+            gfx_effective=gfx,
+            integrated=_integrated(facts.get("gc"), gfx, row),
+            vram_bytes=facts.get("vram"),
+            source=source,
+            driver=facts.get("driver"),
+            render_node=f"/dev/dri/renderD{minor}" if minor is not None and minor >= 0 else None,
+            cwsr="cwsr_size" in props and "ctl_stack_size" in props,
+            unique_id=_uuid_hex(props.get("unique_id")),
         )
-        gpus[-1]._uuid = props.get("unique_id")  # for *_VISIBLE_DEVICES=GPU-<hex>
+        gpu._facts, gpu._row = facts, row
+        gpus.append(gpu)
     return gpus or None
 
 
@@ -129,7 +255,7 @@ def _from_drm(host, profile) -> list[AmdGpu]:
         if key in seen:
             continue
         seen.add(key)
-        row = tables.amd_pci(facts["device"]) if facts["device"] else None
+        row = tables.amd_pci(facts["device"], facts["revision"]) if facts["device"] else None
         gfx, source = None, "drm"
         if facts["gc"]:
             gfx = tables.gfx_from_gc(facts["gc"])
@@ -142,19 +268,29 @@ def _from_drm(host, profile) -> list[AmdGpu]:
                 "amd_gpu",
                 f"AMD GPU {facts['device']} at {key}: gfx target unknown (no KFD, no ip_discovery, not in the PCI table)",
             )
-        gpus.append(
-            AmdGpu(
-                name=_name(row, gfx),
-                pci=PCI(vendor="0x1002", device=facts["device"] or "", revision=facts["revision"], bus_id=facts["bus_id"]),
-                gfx=gfx,
-                gfx_effective=gfx,
-                integrated=_integrated(facts["gc"], gfx, row),
-                vram_bytes=facts["vram"],
-                source=source,
-                driver=facts["driver"],
-            )
+        gpu = AmdGpu(
+            name=_name(row, gfx),
+            pci=PCI(vendor="0x1002", device=facts["device"] or "", revision=facts["revision"], bus_id=facts["bus_id"]),
+            gfx=gfx,
+            gfx_effective=gfx,
+            integrated=_integrated(facts["gc"], gfx, row),
+            vram_bytes=facts["vram"],
+            source=source,
+            driver=facts["driver"],
+            render_node=_render_node(host, entry, facts["bus_id"]),
         )
+        gpu._facts, gpu._row = facts, row
+        gpus.append(gpu)
     return gpus
+
+
+def _render_node(host, entry: str, bus_id: str | None) -> str | None:
+    if entry.startswith("renderD"):
+        return f"/dev/dri/{entry}"
+    for name in host.listdir(f"{DRM}/{entry}/device/drm"):
+        if name.startswith("renderD") and name[7:].isdigit():
+            return f"/dev/dri/{name}"
+    return None
 
 
 def _is_device_entry(name: str) -> bool:
@@ -179,6 +315,7 @@ def parse_override(value: str) -> str | None:
 
 def probe(host, profile) -> None:
     gpus = _from_kfd(host, profile)
+    kfd = gpus is not None
     if gpus is None:
         gpus = _from_drm(host, profile)
         if gpus and host.exists("/sys/class/kfd") is False:
@@ -187,12 +324,19 @@ def probe(host, profile) -> None:
                 "no KFD topology (/sys/class/kfd): ROCm cannot use these GPUs here "
                 "(in a container, pass /dev/kfd and /dev/dri); gfx taken from DRM",
             )
+    nodes = [g.render_node for g in gpus if g.render_node]
+    answers = {}
+    if nodes:
+        answer = host.amdgpuinfo(nodes)
+        answers = answer.get("gpus") if isinstance(answer.get("gpus"), dict) else {}
     for i, gpu in enumerate(gpus):
         gpu.index = i
+        if hasattr(gpu, "_facts"):  # not a hidden KFD node
+            _finish(host, profile, gpu, gpu._facts, gpu._row, kfd, answers)
 
     # visibility: ROCR_VISIBLE_DEVICES selects first, HIP_VISIBLE_DEVICES indexes what is left
     order = list(range(len(gpus)))
-    uuids = [_uuid_hex(getattr(g, "_uuid", None)) for g in gpus]
+    uuids = [g.unique_id for g in gpus]
     for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
         chosen = visible_indices(host.env.get(var), len(order), [uuids[i] for i in order])
         if chosen is not None:
@@ -200,6 +344,10 @@ def probe(host, profile) -> None:
     for i, gpu in enumerate(gpus):
         if i not in order:
             gpu.visible = False
+    # HIP numbers the visible GPUs ROCm can open, in KFD order
+    hip = [i for i in order if gpus[i].usable_compute] if kfd else []
+    for n, i in enumerate(hip):
+        gpus[i].hip_index = n
 
     override = host.env.get("HSA_OVERRIDE_GFX_VERSION")
     if override is not None and gpus:

@@ -1,5 +1,6 @@
 """AMD XDNA NPUs: PCI functions of vendor 0x1022 from the (device, revision) table, or any device
-bound to amdxdna; whether the driver is bound; the /dev/accel node."""
+bound to amdxdna; whether the driver is bound; the /dev/accel node, which must be read-write for
+the NPU to be usable (Lemonade opens it too)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from probes import tables
 from probes.linux import pci
 from probes.profile import PCI, Npu
 
+FIX_CONTAINER = "add --device /dev/accel to the container"
+FIX_GROUP = "add this user to the render group"
+FIX_RELOAD = "reload the amdxdna driver (sudo modprobe -r amdxdna && sudo modprobe amdxdna)"
 FIX = (
     "load the amdxdna driver (in Linux 6.14 and newer; older kernels need AMD's xdna-driver "
     "module): sudo modprobe amdxdna"
@@ -29,7 +33,9 @@ def probe(host, profile) -> None:
         if row is None and not bound:
             continue
         node = accel.get(dev.bus_id)
-        device_node = f"/dev/accel/{node}" if node and host.exists(f"/dev/accel/{node}") else None
+        path = f"/dev/accel/{node}" if node else None
+        access = host.dev_access(path) if path and host.exists(path) else None
+        device_node = path if access is not None else None
         name = None
         if bound:
             try:
@@ -47,10 +53,16 @@ def probe(host, profile) -> None:
         )
         profile.npus.append(npu)
         what = f"AMD {npu.generation} NPU ({npu.codename}, {dev.device} rev {dev.revision}) at {dev.bus_id}"
+        npu.usable = bound and access == "rw"
         if not bound:
+            npu.access_fix = FIX
             if dev.driver:
                 profile.warn("npu", f"{what} is bound to '{dev.driver}', not amdxdna: NPU backends cannot use it")
             else:
                 profile.warn("npu", f"{what} has no driver bound: {FIX}")
         elif device_node is None:
-            profile.warn("npu", f"{what}: amdxdna is bound but no /dev/accel node exists (container without --device /dev/accel?)")
+            npu.access_fix = FIX_CONTAINER if profile.os.container else FIX_RELOAD
+            profile.warn("npu", f"{what}: amdxdna is bound but no /dev/accel node exists: {npu.access_fix}")
+        elif not npu.usable:
+            npu.access_fix = FIX_GROUP
+            profile.warn("npu", f"{what}: no read-write access to {device_node}: {FIX_GROUP}")

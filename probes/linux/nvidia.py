@@ -1,11 +1,17 @@
-"""NVIDIA GPUs: NVML answers (through the Host), else PCI + /proc/driver/nvidia, plus Jetson."""
+"""NVIDIA GPUs: NVML answers (through the Host), else PCI + /proc/driver/nvidia, plus Jetson.
+
+An NVIDIA GPU on the PCI bus that NVML does not list (the open kernel module does not drive cards
+older than Turing) is reported with a warning, as one the driver cannot use.  Without NVML, CUDA
+needs ``/dev/nvidiactl`` and the GPU's ``/dev/nvidiaN`` read-write (``Host.dev_access``).  A Jetson
+is named from the device tree's SoC (``nvidia,tegra234``), else from ``/etc/nv_tegra_release``.
+"""
 
 from __future__ import annotations
 
 from probes import tables
 from probes.linux import pci
 from probes.profile import PCI, NvidiaGpu
-from probes.util import meminfo_total, visible_indices
+from probes.util import meminfo_total, visible_order
 
 # What an NVML error class means, in words a user acts on.
 NVML_ERRORS = {
@@ -89,17 +95,100 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
                 cuda_driver_version=nv.get("cuda_driver_version") if isinstance(nv.get("cuda_driver_version"), int) else None,
                 source=source,
                 pci=PCI(vendor="0x10de", device="", bus_id=bus) if isinstance(bus, str) else None,
+                uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
             )
         )
-        uuids.append(g.get("uuid") if isinstance(g.get("uuid"), str) else None)
+        uuids.append(gpus[-1].uuid)
     return gpus, uuids
 
 
 def apply_cuda_visible(host, gpus: list[NvidiaGpu], uuids: list[str | None]) -> None:
-    chosen = visible_indices(host.env.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids)
-    if chosen is not None:
+    """``visible`` and ``cuda_index`` after CUDA_VISIBLE_DEVICES (indices or UUIDs, in the order
+    given: ``1,0`` makes GPU 1 CUDA device 0).  CUDA numbers only GPUs its driver can use."""
+    order = visible_order(host.env.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids)
+    if order is not None:
         for i, g in enumerate(gpus):
-            g.visible = i in chosen
+            g.visible = i in order
+    n = 0
+    for i in (order if order is not None else range(len(gpus))):
+        g = gpus[i]
+        if g.usable and g.driver_loaded:
+            g.cuda_index = n
+            n += 1
+
+
+FIX_CONTAINER = "start the container with --gpus all (NVIDIA Container Toolkit)"
+FIX_GROUP = "add this user to the video group"
+
+
+def _bus(bus_id: str | None) -> str:
+    """NVML's "00000000:01:00.0" and sysfs's "0000:01:00.0" to one form."""
+    return (bus_id or "").lower()[-12:]
+
+
+def _device_minor(host, bus_id: str) -> int | None:
+    text = host.read(f"/proc/driver/nvidia/gpus/{bus_id}/information") or ""
+    for line in text.splitlines():
+        if line.startswith("Device Minor:"):
+            try:
+                return int(line.split(":", 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+def _node_access(host, profile, gpu: NvidiaGpu, minor: int | None) -> None:
+    """Without NVML answering: CUDA needs /dev/nvidiactl and /dev/nvidiaN read-write."""
+    nodes = ["/dev/nvidiactl"] + ([f"/dev/nvidia{minor}"] if minor is not None else [])
+    access = {n: host.dev_access(n) for n in nodes}
+    if all(a == "rw" for a in access.values()):
+        return
+    gpu.usable = False
+    missing = [n for n, a in access.items() if a is None]
+    if missing:
+        gpu.access_fix = FIX_CONTAINER if profile.os.container else "load the NVIDIA driver (sudo modprobe nvidia)"
+        what = f"{' and '.join(missing)} missing"
+    else:
+        gpu.access_fix = FIX_CONTAINER if profile.os.container else FIX_GROUP
+        what = f"no read-write access to {' and '.join(n for n, a in access.items() if a != 'rw')}"
+    profile.warn("nvidia", f"{gpu.name} at {gpu.pci.bus_id if gpu.pci else '?'}: CUDA cannot use it here ({what}): "
+                           f"{gpu.access_fix}")
+
+
+def _unlisted(host, profile, gpus: list[NvidiaGpu], uuids: list) -> None:
+    """NVIDIA display functions on the PCI bus that NVML does not list."""
+    listed = {_bus(g.pci.bus_id) for g in gpus if g.pci and g.pci.bus_id}
+    for d in pci.scan(host):
+        if d.vendor != "0x10de" or not d.is_display or _bus(d.bus_id) in listed:
+            continue
+        name = tables.nvidia_pci_name(d.device or "") or f"NVIDIA GPU [10de:{(d.device or '????')[2:]}]"
+        cc = tables.nvidia_cc_from_name(name)
+        gpus.append(NvidiaGpu(
+            index=len(gpus), name=name, sm=_sm(cc), compute_capability=list(cc) if cc else None,
+            source="pci", pci=PCI(vendor="0x10de", device=d.device or "", revision=d.revision, bus_id=d.bus_id),
+            driver_loaded=False, usable=False,
+            access_fix="install an NVIDIA driver that supports this GPU (the open kernel module drives Turing and newer only)",
+        ))
+        uuids.append(None)
+        profile.warn("nvidia", f"{name} at {d.bus_id} is on the PCI bus but NVML does not list it: the loaded "
+                               f"NVIDIA driver does not drive it (driver '{d.driver or 'none'}'), so CUDA cannot use it")
+
+
+def jetson_from_release(text: str | None) -> dict | None:
+    """/etc/nv_tegra_release: "# R36 (release), REVISION: 4.3, GCID: ..., BOARD: generic, ..." ->
+    the table row for its L4T release or BOARD, or a Jetson of unknown SoC."""
+    if not text:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    release = first.lstrip("# ").split(" ", 1)[0]
+    board = ""
+    for part in first.split(","):
+        if part.strip().startswith("BOARD:"):
+            board = part.split(":", 1)[1].strip()
+    for row in tables.load("nvidia")["jetson_release"]:
+        if row.get("release") == release or (row.get("board_field") and row["board_field"] == board):
+            return row
+    return {"board": "Jetson", "cc": None}
 
 
 def probe(host, profile) -> None:
@@ -108,6 +197,7 @@ def probe(host, profile) -> None:
     uuids: list[str | None] = []
     if isinstance(nv.get("gpus"), list):
         gpus, uuids = from_nvml(nv, profile, lambda: meminfo_total(host.read("/proc/meminfo")))
+        _unlisted(host, profile, gpus, uuids)
     else:
         error = str(nv.get("error") or "Unknown")
         words = describe_nvml_error(error)
@@ -120,16 +210,21 @@ def probe(host, profile) -> None:
                 if line.startswith("Model:"):
                     name = line.split(":", 1)[1].strip()
             name = name or tables.nvidia_pci_name(d.device or "") or f"NVIDIA GPU [10de:{(d.device or '????')[2:]}]"
-            gpus.append(
-                NvidiaGpu(
-                    index=len(gpus),
-                    name=name,
-                    driver_version=driver,
-                    source="pci",
-                    pci=PCI(vendor="0x10de", device=d.device or "", revision=d.revision, bus_id=d.bus_id),
-                )
+            gpu = NvidiaGpu(
+                index=len(gpus),
+                name=name,
+                driver_version=driver,
+                source="pci",
+                pci=PCI(vendor="0x10de", device=d.device or "", revision=d.revision, bus_id=d.bus_id),
+                driver_loaded=driver is not None and d.driver == "nvidia",
             )
+            gpus.append(gpu)
             uuids.append(None)
+            if gpu.driver_loaded:
+                _node_access(host, profile, gpu, _device_minor(host, d.bus_id))
+            else:
+                gpu.usable = False
+                gpu.access_fix = "install the NVIDIA driver, then run again"
             profile.warn(
                 "nvidia",
                 f"{name} at {d.bus_id}: {words}; CUDA backends cannot be judged without the driver "
@@ -137,8 +232,15 @@ def probe(host, profile) -> None:
             )
         compat = compatible_strings(host)
         board = tables.jetson_board(compat)
-        if board is None and host.exists("/etc/nv_tegra_release"):
-            board = {"board": "Jetson", "cc": None}
+        if board is None:
+            try:
+                release = host.read("/etc/nv_tegra_release")
+            except PermissionError:
+                release = None
+            board = jetson_from_release(release)
+            if board is not None:
+                profile.warn("nvidia", f"Jetson named from /etc/nv_tegra_release, not the device tree: {board['board']}"
+                             + ("" if board.get("cc") else " (SoC unknown, so CUDA backends cannot be judged)"))
         if board is not None and not gpus:
             cc = board.get("cc")
             gpus.append(
