@@ -241,7 +241,7 @@ def status_cmd(ctx, as_json, **kwargs):
 @click.argument("recipe")
 @click.argument("backend")
 @common
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 @click.pass_context
 def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):
     """Remove an installed BACKEND of RECIPE from the cache (rocm means the active channel's)."""

@@ -64,7 +64,23 @@ def console(stderr: bool = False):
     except (AttributeError, ValueError):
         tty = False
     width = None if tty or os.environ.get("COLUMNS") else 100_000
-    return Console(file=stream, highlight=False, soft_wrap=False, emoji=False, width=width)
+    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width)
+
+
+class _NoTrailingSpaces:
+    """rich pads wrapped lines and table cells with spaces up to the width: drop them at the end of
+    every line (before any closing style codes)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def write(self, text):
+        import re
+
+        return self._inner.write(re.sub(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)", r"\1", text))
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 def print_lines(con, renderable) -> None:
@@ -148,6 +164,10 @@ def probe_human(profile, con) -> None:
     cpu = profile.cpu
     con.print(f"CPU: {cpu.brand or cpu.arch}" + (f", {cpu.cores} threads" if cpu.cores else "")
               + (f", {gib(cpu.memory_bytes)} memory" if cpu.memory_bytes else ""))
+    if getattr(cpu, "features", None):
+        con.print(f"CPU features: {' '.join(cpu.features)}", markup=False)
+    for key, value in (getattr(cpu, "detailed", None) or {}).items():  # probe --detailed: py-cpuinfo
+        con.print(f"  {key}: {value}", markup=False)
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("#", "device", "target", "kind", "memory", "driver", "notes"):
         t.add_column(col)
