@@ -429,6 +429,9 @@ def _fit_streams() -> None:
 
 
 def _fail(code: int, message: str, as_json: bool) -> None:
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(message) > 400:  # a huge argument echoed in a path: keep both ends (the file, the field)
+        message = f"{message[:200]}...{message[-190:]}"
     if as_json:
         import json
 
@@ -441,6 +444,8 @@ def main(argv=None):
     _fit_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
+    if any("\0" in a for a in args):  # no path or name can hold one (os calls raise ValueError)
+        _fail(EXIT_USAGE, "an argument contains a NUL character", as_json)
     try:
         main_group.main(args=args, prog_name="pick-backend", standalone_mode=False)
     except Fail as e:
