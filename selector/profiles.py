@@ -71,12 +71,15 @@ def documents(text: str, source: str):
     at the next line."""
     dec = json.JSONDecoder()
     pos, n = 0, len(text)
+    line, counted = 1, 0  # the line number of pos, counted incrementally (fleets are long)
     while True:
         while pos < n and text[pos] in " \t\r\n":
             pos += 1
         if pos >= n:
             return
-        where = f"{source}:{text.count(chr(10), 0, pos) + 1}"
+        line += text.count("\n", counted, pos)
+        counted = pos
+        where = f"{source}:{line}"
         try:
             data, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError as e:

@@ -83,22 +83,6 @@ class _NoTrailingSpaces:
         return getattr(self._inner, name)
 
 
-def print_lines(con, renderable) -> None:
-    """Print a table (or any renderable) without the spaces rich pads each line with."""
-    from rich.segment import Segment, Segments
-
-    out = []
-    for line in con.render_lines(renderable, con.options, pad=False):
-        while line and not line[-1].control and not line[-1].text.strip():
-            line.pop()
-        if line and not line[-1].control:
-            last = line[-1]
-            line[-1] = Segment(last.text.rstrip(), last.style)
-        out.extend(line)
-        out.append(Segment.line())
-    con.print(Segments(out), end="")
-
-
 def wrap_parts(parts, width: int, sep: str = " · ") -> str:
     """Join ``parts`` with ``sep``, breaking lines between parts (never inside one) to fit ``width``."""
     lines, cur = [], ""
@@ -199,7 +183,7 @@ def probe_human(profile, con) -> None:
         t.add_row("metal", profile.metal.chip or "Apple GPU", "metal", "integrated", gib(cpu.memory_bytes), "-", "")
         rows += 1
     if rows:
-        print_lines(con, t)
+        con.print(t)
     else:
         con.print("[dim]No GPU or NPU found.[/dim]")
     vk = profile.vulkan
@@ -230,7 +214,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             head.append(f"→ {d.backend} (pinned, unsupported here)", style="bold red")
         else:
             head.append("→ no supported backend", style="bold red")
-        print_lines(con, head)
+        con.print(head)
         con.print(f"  [dim]{d.reason}[/dim]")
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")
@@ -257,7 +241,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             else:
                 t.add_row(Text(mark, style="dim"), Text(v.name, style="dim"), Text(v.state, style="dim"),
                           Text(v.reason, style="dim"))
-        print_lines(con, t)
+        con.print(t)
         for n in d.notes:
             con.print(f"  [cyan]i[/cyan] {n}")
         render_warnings(con, d.warnings)
@@ -303,7 +287,7 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
     for rname in recipes:
         rows = matrix_rows(catalog, rname, verdicts)
         con.print()
-        print_lines(con, Text.assemble((rname, "bold"), (f" ({catalog.recipes[rname].display_name})", "dim")))
+        con.print(Text.assemble((rname, "bold"), (f" ({catalog.recipes[rname].display_name})", "dim")))
         t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
         for i, col in enumerate(cols):
             longest = max([len(col)] + [len(w) for cells in rows for w in cells[i].split()])
@@ -311,4 +295,4 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
         for cells in rows:
             style = "" if verdicts is None or cells[-1].startswith("✓") else "dim"
             t.add_row(*(Text(c, style=("green" if c == "✓" else style)) for c in cells))
-        print_lines(con, t)
+        con.print(t)

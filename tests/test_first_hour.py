@@ -318,6 +318,17 @@ def test_version_is_cheap(cli):
     assert not {"rich", "requests", "cpuinfo", "distro", "importlib.metadata", "selector.catalog"} & modules
 
 
+def test_the_json_pick_path_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    imp = subprocess.run([sys.executable, "-X", "importtime", "-m", "selector", "llamacpp", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    modules = {line.split("|")[-1].strip().split(".")[0] for line in imp.stderr.splitlines() if "|" in line}
+    assert "distro" in modules  # the OS facts (on this Linux machine)
+    assert not {"rich", "requests", "cpuinfo"} & modules
+
+
 # ------------------------------------------------------------------------------------------------
 # 80 columns, and pipes
 
