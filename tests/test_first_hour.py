@@ -433,16 +433,18 @@ def test_distro_never_reads_outside_a_capture(cli, tmp_path):
     (outside / "etc").mkdir(parents=True)
     (outside / "etc" / "os-release").write_text('ID=escaped\nVERSION_ID="6.6.6"\n')
     (outside / "etc" / "redhat-release").write_text("Escaped Linux release 6.6.6 (Evil)\n")
-    for links in ([("etc/os-release", str(outside / "etc" / "os-release"))],        # absolute
-                  [("etc/os-release", "../../../outside/etc/os-release")],          # .. past the root
-                  [("etc", str(outside / "etc"))]):                                 # the whole directory
-        sub = tmp_path / f"t{len(os.listdir(tmp_path))}"
+    inside = {"usr/lib/os-release": "ID=inside\n"}  # no VERSION_ID: distro looks at /etc/*-release too
+    for i, links in enumerate([[("etc/os-release", str(outside / "etc" / "os-release"))],   # absolute
+                               [("etc/os-release", "../../../outside/etc/os-release")],     # .. past the root
+                               [("etc", str(outside / "etc"))],                             # the directory
+                               [("etc/redhat-release", str(outside / "etc" / "redhat-release"))]]):
+        sub = tmp_path / f"t{i}"
         sub.mkdir()
-        root = _capture(sub, {}, links)
-        if links[0][1].startswith("../"):  # make the relative escape land on the outside tree
-            os.symlink(outside, sub / "outside")
+        root = _capture(sub, inside, links)
+        os.symlink(outside, sub / "outside")  # where the relative escape lands
         r = cli("--root", str(root), "probe", "--json")
         assert r.rc == 0, r.err
+        assert r.json()["os"]["distro"]["id"] == "inside", links
         assert "escaped" not in r.out.lower() and "6.6.6" not in r.out, links
 
 
