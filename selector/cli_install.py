@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
+from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean, options
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
@@ -193,7 +193,7 @@ def _split_dir(recipe, dirname):
 
 
 @click.command("status")
-@common
+@options("catalog", "cache_dir")  # the cache, read with the catalog's recipes and pins
 @click.option("--json", "as_json", is_flag=True, help="Print the installed backends as JSON.")
 @click.pass_context
 def status_cmd(ctx, as_json, **kwargs):
@@ -240,7 +240,7 @@ def status_cmd(ctx, as_json, **kwargs):
 @click.command("uninstall")
 @click.argument("recipe")
 @click.argument("backend")
-@common
+@options("catalog", "cache_dir", "channel", "config")  # rocm means the active channel's
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 @click.pass_context
 def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):

@@ -60,9 +60,11 @@ def test_unwritable_or_wrong_destinations_exit_4_or_5_naming_the_path(cli, tmp_p
     r = cli("capture", str(afile / "sub"))  # below a file: cannot be created
     no_traceback(r)
     assert r.rc == 4 and str(afile) in r.err
-    for args in (["llamacpp"], ["check", "llamacpp", "cpu"], ["matrix", "--here"], ["labels"], ["status"],
-                 ["uninstall", "llamacpp", "cpu"], ["install", "llamacpp", "--dry-run"]):
-        r = cli("--root", STRIX, *args, "--cache-dir", str(afile))
+    on_strix = ["--root", STRIX]
+    for args in ([*on_strix, "llamacpp"], [*on_strix, "check", "llamacpp", "cpu"], [*on_strix, "matrix", "--here"],
+                 [*on_strix, "labels"], ["status"], ["uninstall", "llamacpp", "cpu"],
+                 [*on_strix, "install", "llamacpp", "--dry-run"]):
+        r = cli(*args, "--cache-dir", str(afile))
         no_traceback(r)
         assert r.rc == 5 and str(afile) in r.err and "--cache-dir" in r.err, (args, r.err)
     r = cli("--root", STRIX, "labels", "--write", str(afile / "features"))
@@ -191,7 +193,7 @@ def test_recipes_labels_status_uninstall_json_follow_their_schemas(cli, tmp_path
     r = cli("status", "--json", "--cache-dir", str(cache))
     jsonschema.validate(r.json(), schema("status"))
     assert [b["dir"] for b in r.json()["backends"]] == ["vulkan"]
-    r = cli("--root", STRIX, "uninstall", "llamacpp", "vulkan", "--json", "--cache-dir", str(cache))
+    r = cli("uninstall", "llamacpp", "vulkan", "--json", "--cache-dir", str(cache))
     jsonschema.validate(r.json(), schema("uninstall"))
     assert r.json()["removed"] is True and not d.exists()
 
@@ -283,6 +285,7 @@ def test_each_command_shows_only_its_options_and_every_option_has_help():
     assert "--root" not in shown["recipes"] and "--channel" not in shown["recipes"]
     assert "--channel" not in shown["probe"] and "--catalog" not in shown["probe"]
     assert "--root" not in shown["capture"]
+    assert shown["status"] & {"--root", "--profile", "--channel", "--policy"} == set()
     assert {"--root", "--profile", "--channel", "--allow-missing"} <= shown["pick"]
     group = main_group.get_params(ctx)
     for p in group:

@@ -85,7 +85,7 @@ BASES = {
     "capture": [["{tmp}/cap"]],
     "install": [["llamacpp", "--dry-run"]],
 }
-MACHINE_OPTS = {"pick", "probe", "check", "matrix", "labels", "install", "guide", "uninstall"}
+MACHINE_OPTS = {"pick", "probe", "check", "matrix", "labels", "install", "guide"}
 WORDS = ["llamacpp", "LLAMACPP", "flm", "vulkan", "rocm", "cpu", "whispercpp", "auto", "nope", "-", "--", "",
          "lemonade", "localai", "nightly", "stable", "lemonade-policy"]
 FLAGS = ["--json", "--all", "--allow-missing", "--here", "--detailed", "--prefer-system", "--no-prefer-system",
