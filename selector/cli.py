@@ -91,6 +91,8 @@ def route(args: list[str], commands) -> list[str]:
         break
     if not args or all(a in ("-h", "--help", "--version") for a in args):
         return args
+    if "--version" in args[:i + 1]:  # `pick-backend --version --json`: the version, whatever else
+        return ["--version"]
     return ["pick", *args]
 
 
@@ -335,10 +337,10 @@ def main_group():
     """Pick the backend build of a local inference engine that runs on this machine.
 
     \b
-    pick-backend llamacpp            the pick for llama.cpp, with every backend's verdict
-    pick-backend --all               the pick for every recipe of the catalog
-    pick-backend probe               what this machine is
-    pick-backend check llamacpp rocm installer gate: exit 0 if supported, 3 if not
+    pick-backend llamacpp             the pick for llama.cpp, and why
+    pick-backend --all                the pick for every recipe
+    pick-backend probe                what this machine is
+    pick-backend check llamacpp rocm  exit 0 if supported here, 3 if not
 
     Options go before or after the command name; `pick-backend COMMAND --help` lists a command's.
     """
@@ -349,7 +351,7 @@ def main_group():
 @common
 @click.option("--all", "all_", is_flag=True, help="Every recipe of the catalog.")
 @click.option("--allow-missing", is_flag=True,
-              help="With --all: exit 0 even when some recipe has no supported backend (inventory).")
+              help="Exit 0 even when a recipe has no supported backend (an inventory, with --all).")
 @click.option("--backend", default=None, shell_complete=complete_backend,
               help="Pin the backend (anything but 'auto' is chosen even if unsupported).")
 @click.option("--json", "as_json", is_flag=True, help="Print the Pick JSON.")
@@ -358,7 +360,7 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
     """Pick the backend for RECIPE(s) and say why every other one was passed over.
 
     Exit 0 when every recipe asked for (with --all: every recipe of the catalog) has a supported
-    backend, 3 when one has none (--allow-missing: 0 anyway).
+    backend, 3 when one has none (with --allow-missing: 0 anyway).
     """
     from selector import render
 
