@@ -58,6 +58,13 @@ def parse_profile(data, where: str) -> Profile:
 
 
 def read_stdin() -> str:
+    try:
+        tty = sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:  # nothing piped in: say so instead of waiting for the keyboard
+        raise InputError("-", "--profile - reads a Profile from standard input: pipe one in "
+                              "(pick-backend probe --json | pick-backend --profile - llamacpp)")
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     try:
         return data.decode("utf-8")

@@ -495,3 +495,24 @@ def test_every_declared_dependency_is_imported_somewhere():
             continue  # declared as the issue asks; see the report (not imported yet)
         assert name in modules, f"{name} is declared but nothing says what it is for"
         assert re.search(rf"(?m)^\s*(import|from) {modules[name]}\b", code), f"{name} is declared and never imported"
+
+
+def test_profile_stdin_on_a_terminal_says_to_pipe_one_in_instead_of_waiting():
+    import pty
+    import sys
+
+    pid, fd = pty.fork()
+    if pid == 0:  # stdin, stdout and stderr are the terminal, as for a person who forgot the pipe
+        os.execvp(sys.executable, [sys.executable, "-m", "selector", "--profile", "-", "llamacpp"])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 5
+    assert b"pipe one in" in out
