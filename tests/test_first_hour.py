@@ -504,8 +504,16 @@ def test_profile_stdin_on_a_terminal_says_to_pipe_one_in_instead_of_waiting():
     pid, fd = pty.fork()
     if pid == 0:  # stdin, stdout and stderr are the terminal, as for a person who forgot the pipe
         os.execvp(sys.executable, [sys.executable, "-m", "selector", "--profile", "-", "llamacpp"])
+    import select
+    import signal
+
     out = b""
     while True:
+        ready, _, _ = select.select([fd], [], [], 30)
+        if not ready:  # still waiting for the keyboard: the defence is gone
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("--profile - on a terminal waited for input")
         try:
             chunk = os.read(fd, 4096)
         except OSError:
