@@ -430,10 +430,18 @@ def _fit_streams() -> None:
         setattr(sys, name, _AsciiStream(stream))
 
 
+def _cut(message: str, limit: int = 400) -> str:
+    """A message that echoes a huge argument, cut in the middle: both ends (the file, the field)
+    stay.  Undecodable bytes from argv are escaped."""
+    message = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(message) > limit:
+        half = (limit - 3) // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    return message
+
+
 def _fail(code: int, message: str, as_json: bool) -> None:
-    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(message) > 400:  # a huge argument echoed in a path: keep both ends (the file, the field)
-        message = f"{message[:200]}...{message[-190:]}"
+    message = _cut(message)
     if as_json:
         import json
 
@@ -458,6 +466,9 @@ def main(argv=None):
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.UsageError as e:
+        e.message = _cut(e.message)  # click echoes the offending argument, however long
+        if isinstance(e, click.NoSuchOption):
+            e.option_name = _cut(e.option_name, 60)
         if as_json:
             _fail(EXIT_USAGE, e.format_message(), True)
         e.show()

@@ -264,6 +264,9 @@ def test_echoed_arguments_are_cut_short(cli):
         r = cli("--root", STRIX, *args)
         assert r.rc == 2 and len(r.err) < 400, (args[:1], len(r.err))
         assert "xxx..." in r.err
+    for args in (["llamacpp", "--channel", huge], ["llamacpp", "--" + huge], ["llamacpp", "--json", "--" + huge]):
+        r = cli("--root", STRIX, *args)  # click's own messages echo the argument too
+        assert r.rc == 2 and len(r.err) < 700 and "xxx...xxx" in r.err, (args[1][:10], len(r.err))
     r = cli("--root", STRIX, "llamacpp", "--config", huge + ".json")  # a file named in full... within reason
     assert r.rc == 5 and len(r.err) < 500 and "xxx...xxx" in r.err
 
