@@ -89,9 +89,9 @@ def documents(text: str, source: str):
         where = f"{source}:{line}"
         try:
             data, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            yield where, InputError(where, f"not valid JSON: {e.msg}")
-            nxt = text.find("\n", max(e.pos, pos))
+        except (json.JSONDecodeError, RecursionError) as e:
+            yield where, InputError(where, f"not valid JSON: {getattr(e, 'msg', 'nested too deeply')}")
+            nxt = text.find("\n", max(getattr(e, "pos", pos), pos))
             if nxt < 0:
                 return
             pos = nxt + 1

@@ -527,3 +527,15 @@ def test_profile_stdin_on_a_terminal_says_to_pipe_one_in_instead_of_waiting():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 5
     assert b"pipe one in" in out
+
+
+def test_json_nested_too_deeply_is_a_bad_input_not_a_crash(cli, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for args in (["--config", str(deep), "llamacpp"], ["--profile", str(deep), "llamacpp"],
+                 ["--catalog", str(deep), "llamacpp"]):
+        r = cli(*args)
+        no_traceback(r)
+        assert r.rc == 5 and "nested too deeply" in r.err and str(deep) in r.err, args
+    r = cli("--profile", "-", "llamacpp", "--json", input=deep.read_text())
+    assert r.rc == 5 and "nested too deeply" in r.out
