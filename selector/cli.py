@@ -40,9 +40,18 @@ class Fail(Exception):
         super().__init__(message)
 
 
+def printable(text) -> str:
+    """Text as it can be printed: bytes that were not UTF-8 in argv or a path shown as \\xff."""
+    text = str(text)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def shown(word) -> str:
     """An argument as it may be echoed: printable (undecodable bytes escaped) and cut short."""
-    word = str(word).encode("utf-8", "backslashreplace").decode("utf-8")
+    word = printable(word)
     word = "".join(c if c.isprintable() else repr(c)[1:-1] for c in word)
     return word if len(word) <= ECHO_MAX else word[:ECHO_MAX - 3] + "..."
 
@@ -433,7 +442,7 @@ def _fit_streams() -> None:
 def _cut(message: str, limit: int = 400) -> str:
     """A message that echoes a huge argument, cut in the middle: both ends (the file, the field)
     stay.  Undecodable bytes from argv are escaped."""
-    message = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    message = printable(message)
     if len(message) > limit:
         half = (limit - 3) // 2
         message = f"{message[:half]}...{message[-half:]}"
@@ -484,7 +493,7 @@ def main(argv=None):
         finally:
             sys.exit(0)
     except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
-        where = str(e.filename or "?").encode("utf-8", "backslashreplace").decode("utf-8")
+        where = printable(e.filename or "?")
         _fail(EXIT_INPUT, f"{where}: {e.strerror or e}", as_json)
     except Exception as e:  # ProfileError and the like carry their own exit codes
         code = getattr(e, "exit_code", None)

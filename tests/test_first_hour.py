@@ -539,3 +539,14 @@ def test_json_nested_too_deeply_is_a_bad_input_not_a_crash(cli, tmp_path):
         assert r.rc == 5 and "nested too deeply" in r.err and str(deep) in r.err, args
     r = cli("--profile", "-", "llamacpp", "--json", input=deep.read_text())
     assert r.rc == 5 and "nested too deeply" in r.out
+
+
+def test_arguments_that_are_not_utf8_are_shown_as_bytes():
+    import subprocess
+    import sys
+
+    r = subprocess.run([os.fsencode(sys.executable), b"-m", b"selector", b"llama\xffcpp", b"--json"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert b"unknown recipe 'llama\\xffcpp'" in r.stderr
+    assert json.loads(r.stdout)["exit"] == 2
