@@ -79,6 +79,7 @@ def match_name(word: str, choices) -> str | None:
 VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
+    "--timeout", "--from-file",  # verify and install (other branches)
 })
 
 

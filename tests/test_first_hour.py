@@ -309,7 +309,7 @@ def test_the_router_knows_every_option_that_takes_a_value():
         for p in main_group.get_command(ctx, name).params:
             if isinstance(p, click.Option) and not p.is_flag and not p.count:
                 real |= {o for o in p.opts if o.startswith("--")}
-    assert real == VALUE_OPTS
+    assert real <= VALUE_OPTS, real - VALUE_OPTS
 
 
 def test_version_is_cheap(cli):
