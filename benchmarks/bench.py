@@ -78,7 +78,7 @@ def whole_process(runs):
     click_json = [PY, "-c", "import click, json"]
     rich_base = [PY, "-c", "import click, rich.console, rich.table"]
     rows.append(("pick-backend llamacpp --json", "python -c 'import click, json'",
-                 *paired(EXE + ["llamacpp", "--json"], click_json, runs), 1.3))
+                 *paired(EXE + ["llamacpp", "--json"], click_json, runs), 1.5))
     rows.append(("pick-backend llamacpp (pipe)", "python -c 'import click, rich...'",
                  *paired(EXE + ["llamacpp"], rich_base, runs), 1.3))
     rows.append(("pick-backend llamacpp (pty)", "python -c 'import click, rich...'",
@@ -88,6 +88,24 @@ def whole_process(runs):
         rows.append(("pick-backend probe --json", "archspec cpu",
                      *paired(EXE + ["probe", "--json"], [archspec, "cpu"], runs), None))
     return rows
+
+
+HEAVY = ("requests", "cpuinfo", "rich")  # never on the --json pick path (README, "Performance")
+
+
+def heavy_imports() -> tuple[list[str], float]:
+    """Heavy modules imported by `pick-backend llamacpp --json`, and distro's own import cost (ms)."""
+    r = subprocess.run([PY, "-X", "importtime", *EXE[1:], "llamacpp", "--json"], capture_output=True, text=True,
+                       env=ENV, check=False)
+    seen, distro_us = set(), 0
+    for line in r.stderr.splitlines():
+        if "|" not in line:
+            continue
+        name = line.split("|")[-1].strip()
+        seen.add(name.split(".")[0])
+        if name == "distro":
+            distro_us = int(line.split("|")[1])
+    return sorted(seen & set(HEAVY)), distro_us / 1000
 
 
 def engine_throughput():
@@ -356,6 +374,9 @@ def main():
     for a, b, ta, tb, ratio, target in whole_process(args.runs):
         verdict = "" if target is None else ("ok" if ratio <= target else "MISSED") + f" (<= {target})"
         print(f"   {a:34} {b:36} {ta:7.3f} {tb:7.3f} {ratio:6.2f}  {verdict}")
+    heavy, distro_ms = heavy_imports()
+    print(f"\n   --json pick path imports {', '.join(heavy) if heavy else 'none'} of {', '.join(HEAVY)} "
+          f"({'MISSED' if heavy else 'ok'}); distro costs {distro_ms:.1f} ms of it")
     rate, nprof, nrec = engine_throughput()
     print(f"\n2. engine: {rate:,.0f} recipe decisions/s over {nprof} fixture profiles x {nrec} recipes "
           f"({'ok' if rate >= 20000 else 'MISSED'}, target >= 20,000)")

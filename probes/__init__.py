@@ -77,9 +77,6 @@ def _cpuinfo_detailed(host, profile) -> None:
     if host.is_capture:
         profile.warn("cpu_detailed", "--detailed reads the live CPU; ignored for a capture")
         return
-    import cpuinfo
+    from probes.linux.cpu import detailed
 
-    info = cpuinfo.get_cpu_info()
-    profile.cpu.brand = info.get("brand_raw") or profile.cpu.brand
-    profile.cpu.flags = info.get("flags") or profile.cpu.flags
-    profile.cpu.cores = info.get("count") or profile.cpu.cores
+    detailed(profile)

@@ -70,6 +70,8 @@ def read_json(path, missing: str, default=_NOT_GIVEN):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except RecursionError:
+        raise InputError(path, "not valid input: JSON nested too deeply") from None
 
 
 def need(cond, path, where: str, message: str) -> None:

@@ -33,6 +33,10 @@ class CPU(Record):
     brand: str = ""
     cores: int | None = None
     flags: list[str] = field(default_factory=list)
+    # the flags that decide which CPU builds run fast or at all (AVX2, AVX-512, AMX; SVE, dotprod,
+    # i8mm), as /proc/cpuinfo names them, sorted; see probes/linux/cpu.py
+    features: list[str] = field(default_factory=list)
+    detailed: dict[str, str] | None = None  # probe --detailed: what py-cpuinfo adds
     memory_bytes: int | None = None
     emulated: bool = False  # the Python process runs translated (Rosetta, x64-on-ARM)
 

@@ -15,6 +15,7 @@ import click
 from probes.host import InputError
 
 EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
+ECHO_MAX = 40  # an argument echoed in a message is cut to this many characters
 
 # command name -> "module:function", imported on first use
 LAZY: dict[str, str] = {
@@ -40,12 +41,70 @@ class Fail(Exception):
         super().__init__(message)
 
 
+def printable(text) -> str:
+    """Text as it can be printed: bytes that were not UTF-8 in argv or a path shown as \\xff."""
+    text = str(text)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(word) -> str:
+    """An argument as it may be echoed: printable (undecodable bytes escaped) and cut short."""
+    word = printable(word)
+    word = "".join(c if c.isprintable() else repr(c)[1:-1] for c in word)
+    return word if len(word) <= ECHO_MAX else word[:ECHO_MAX - 3] + "..."
+
+
 def did_you_mean(word: str, choices, what: str) -> str:
     import difflib  # only on the error path: it costs milliseconds to import
 
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(word.lower(), [c.lower() for c in choices], n=1, cutoff=0.5)
+    close = [c for c in choices if close and c.lower() == close[0]]
     hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(choices))})"
-    return f"unknown {what} '{word}'{hint}"
+    return f"unknown {what} '{shown(word)}'{hint}"
+
+
+def match_name(word: str, choices) -> str | None:
+    """``word`` as spelled in ``choices``, matched case-insensitively; None when absent."""
+    if word in choices:
+        return word
+    low = word.lower()
+    return next((c for c in choices if c.lower() == low), None)
+
+
+# Options that take a value, over every command: the router below must know them to find the
+# command name behind them (`pick-backend --root DIR probe`).  tests/test_shell.py checks this list
+# against the commands' real options.
+VALUE_OPTS = frozenset({
+    "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
+    "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
+    "--timeout", "--from-file", "--allow-unverified",  # verify and install
+})
+
+
+def route(args: list[str], commands) -> list[str]:
+    """Put the command name first: options may come before it (`pick-backend --root DIR probe`), and
+    anything that is not a command is a pick (`pick-backend --all`, `pick-backend --json llamacpp`,
+    `pick-backend LlamaCpp`).  Only help and version stay with the group."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a.startswith("-") and a != "-":
+            i += 2 if a in VALUE_OPTS else 1
+            continue
+        cmd = a if a in commands else match_name(a, commands)
+        if cmd is not None:
+            return [cmd, *args[:i], *args[i + 1:]]
+        break
+    if not args or all(a in ("-h", "--help", "--version") for a in args):
+        return args
+    if "--version" in args[:i + 1]:  # `pick-backend --version --json`: the version, whatever else
+        return ["--version"]
+    return ["pick", *args]
 
 
 class Group(click.Group):
@@ -64,48 +123,104 @@ class Group(click.Group):
             self.add_command(cmd, name)
         return cmd
 
-    def resolve_command(self, ctx, args):
-        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
-            args = ["pick", *args]
-        return super().resolve_command(ctx, args)
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, route(list(args), set(self.commands) | set(LAZY)))
+
+    def shell_complete(self, ctx, incomplete):
+        from click.shell_completion import CompletionItem
+
+        items = super().shell_complete(ctx, incomplete)
+        if not incomplete.startswith("-"):
+            items += [CompletionItem(n) for n in _catalog_names("recipes", ctx) if n.startswith(incomplete)]
+        return items
 
 
 # ------------------------------------------------------------------------------------------------
-# options every command accepts (also before the command name)
-
-COMMON = [
-    click.option("--root", type=click.Path(file_okay=False), default=None,
-                 help="Probe a capture directory instead of this machine (env PICK_BACKEND_ROOT)."),
-    click.option("--profile", "profile_path", type=click.Path(), default=None,
-                 help="Use a saved Profile (the output of `probe --json`) instead of probing."),
-    click.option("--catalog", default=None, help="Catalog: lemonade (default), localai, or a catalog file."),
-    click.option("--cache-dir", default=None, help="Backend cache root (default: Lemonade's)."),
-    click.option("--channel", type=click.Choice(["stable", "nightly"]), default=None,
-                 help="ROCm channel (env PICK_BACKEND_CHANNEL; default stable)."),
-    click.option("--config", "config_path", default=None,
-                 help="Lemonade-style config.json (env PICK_BACKEND_CONFIG)."),
-    click.option("--policy", type=click.Choice(["accelerator-first", "lemonade"]), default=None,
-                 help="accelerator-first (default) or Lemonade's own rule."),
-    click.option("--prefer-system/--no-prefer-system", default=None,
-                 help="Allow the system llama-server to be picked."),
-]
+# shell completion (click's: `_PICK_BACKEND_COMPLETE=bash_source pick-backend`, see README)
 
 
-def common(f):
-    for opt in reversed(COMMON):
-        f = opt(f)
-    return f
+def _catalog_names(kind: str, ctx=None, recipe: str | None = None) -> list[str]:
+    try:
+        from selector import catalog
+
+        name = ((ctx.params.get("catalog") if ctx is not None else None) or "lemonade")
+        cat = catalog.load(name)
+    except Exception:  # completion never fails loudly
+        return []
+    if kind == "recipes":
+        return list(cat.recipes)
+    recipes = [recipe] if recipe in cat.recipes else list(cat.recipes)
+    return list(dict.fromkeys(b for r in recipes for b in cat.recipes[r].backends))
+
+
+def complete_recipe(ctx, param, incomplete):
+    return [n for n in _catalog_names("recipes", ctx) if n.startswith(incomplete)]
+
+
+def complete_backend(ctx, param, incomplete):
+    recipe = ctx.params.get("recipe") or next(iter(ctx.params.get("recipes") or ()), None)
+    return [n for n in _catalog_names("backends", ctx, recipe) if n.startswith(incomplete)]
+
+
+def complete_catalog(ctx, param, incomplete):
+    from click.shell_completion import CompletionItem
+
+    from selector.catalog import BUILTIN
+
+    return [n for n in BUILTIN if n.startswith(incomplete)] + [CompletionItem(incomplete, type="file")]
+
+
+# ------------------------------------------------------------------------------------------------
+# options: each command takes the ones that apply to it
+
+OPTIONS = {
+    "root": click.option("--root", type=click.Path(file_okay=False), default=None,
+                         help="Probe a capture directory instead of this machine (env PICK_BACKEND_ROOT)."),
+    "profile": click.option("--profile", "profile_path", type=click.Path(), default=None,
+                            help="Use a saved Profile (`probe --json` output; '-' for stdin) instead of probing."),
+    "catalog": click.option("--catalog", default=None, shell_complete=complete_catalog,
+                            help="Catalog: lemonade (default), localai, or a catalog file."),
+    "cache_dir": click.option("--cache-dir", type=click.Path(), default=None,
+                              help="Backend cache root (default: Lemonade's, ~/.cache/lemonade)."),
+    "channel": click.option("--channel", type=click.Choice(["stable", "nightly"], case_sensitive=False), default=None,
+                            help="ROCm channel (env PICK_BACKEND_CHANNEL; default stable)."),
+    "config": click.option("--config", "config_path", type=click.Path(), default=None,
+                           help="Lemonade-style config.json (env PICK_BACKEND_CONFIG)."),
+    "policy": click.option("--policy", type=click.Choice(["accelerator-first", "lemonade"], case_sensitive=False),
+                           default=None, help="accelerator-first (default) or Lemonade's own rule."),
+    "prefer_system": click.option("--prefer-system/--no-prefer-system", default=None,
+                                  help="Allow (or forbid) picking a llama-server found on PATH."),
+}
+DECIDE = ("root", "profile", "catalog", "cache_dir", "channel", "config", "policy", "prefer_system")
+
+
+def options(*names):
+    """Add the named shared options (see OPTIONS) to a command."""
+    def deco(f):
+        for n in reversed(names):
+            f = OPTIONS[n](f)
+        return f
+    return deco
+
+
+common = options(*DECIDE)  # every shared option (commands that decide, or have not said)
 
 
 class Opts:
-    """Merged options (command-level beats group-level) and the loaded inputs."""
+    """The command's options, with their environment fallbacks, and the loaded inputs."""
 
     def __init__(self, ctx, kwargs):
-        parent = ctx.find_object(dict) or {}
-        self.v = {k: (kwargs.get(k) if kwargs.get(k) is not None else parent.get(k)) for k in
+        self.v = {k: kwargs.get(k) for k in
                   ("root", "profile_path", "catalog", "cache_dir", "channel", "config_path", "policy", "prefer_system")}
-        if not self.v["root"]:
+        if self.v["root"] and self.v["profile_path"]:
+            raise Fail(EXIT_USAGE, "--root and --profile both name the machine to judge; give one")
+        if not self.v["root"] and not self.v["profile_path"]:
             self.v["root"] = os.environ.get("PICK_BACKEND_ROOT") or None
+        for k in ("channel", "policy"):  # choices are matched case-insensitively; keep the canonical form
+            if self.v[k]:
+                self.v[k] = self.v[k].lower()
+        if self.v["cache_dir"] and os.path.exists(self.v["cache_dir"]) and not os.path.isdir(self.v["cache_dir"]):
+            raise InputError(self.v["cache_dir"], "--cache-dir must be a directory, found a file")
         self._profile = None
         self._catalog = None
 
@@ -137,16 +252,43 @@ class Opts:
 
     @property
     def catalog_name(self) -> str:
-        return self.v["catalog"] or "lemonade"
+        """A built-in catalog's name (any case) or a path; any other bare word is a typo (exit 2)."""
+        name = self.v["catalog"] or "lemonade"
+        from selector.catalog import BUILTIN
+
+        builtin = match_name(name, BUILTIN)
+        if builtin:
+            return builtin
+        if os.sep not in name and "/" not in name and not name.endswith(".json") and not os.path.exists(name):
+            raise Fail(EXIT_USAGE, did_you_mean(name, BUILTIN, "catalog") + " (or give a catalog file: ./my.json)")
+        return name
 
     def recipe_names(self, names, all_=False) -> list[str]:
         cat = self.catalog()
         if all_ or not names:
             return list(cat.recipes)
+        out = []
         for n in names:
-            if n not in cat.recipes:
+            r = match_name(n, cat.recipes)
+            if r is None:
+                known = [match_name(k, cat.recipes) for k in names]
+                for k in filter(None, known):
+                    b = match_name(n, cat.recipes[k].backends)
+                    if b:
+                        raise Fail(EXIT_USAGE, f"'{b}' is a backend of {k}, not a recipe: "
+                                               f"`pick-backend check {k} {b}` tells whether it runs here, "
+                                               f"`pick-backend {k} --backend {b}` pins it")
                 raise Fail(EXIT_USAGE, did_you_mean(n, cat.recipes, "recipe"))
-        return list(dict.fromkeys(names))
+            out.append(r)
+        return list(dict.fromkeys(out))
+
+    def backend_name(self, recipe: str, backend: str) -> str:
+        """``backend`` as the catalog spells it for ``recipe`` (any case); exit 2 when unknown."""
+        backends = self.catalog().recipes[recipe].backends
+        b = match_name(backend, backends)
+        if b is None:
+            raise Fail(EXIT_USAGE, did_you_mean(backend, backends, f"backend of {recipe}"))
+        return b
 
     def settings(self, recipes, backend=None):
         from selector import settings as settings_mod
@@ -172,15 +314,15 @@ def decide_all(o: Opts, names, backend=None):
     from selector import engine
 
     profile, cat = o.profile(), o.catalog()
+    if backend and backend.lower() != "auto":
+        backends = {o.backend_name(n, backend) for n in names}
+        backend = backends.pop() if len(backends) == 1 else backend
     s, warnings = o.settings(names, backend)
-    if backend:
-        for n in names:
-            if backend != "auto" and backend not in cat.recipes[n].backends:
-                raise Fail(EXIT_USAGE, did_you_mean(backend, cat.recipes[n].backends, f"backend of {n}"))
-    for n, b in s.backends.items():
+    for n, b in list(s.backends.items()):  # a config pin the catalog does not know: warn, ignore (as Lemonade)
         if n in cat.recipes and b not in cat.recipes[n].backends:
-            warnings.append(f"config pins {n} to unknown backend '{b}'; ignored")
+            warnings.append(f"config pins {n} to unknown backend '{shown(b)}'; ignored")
             del s.backends[n]
+            getattr(s, "backend_sources", {}).pop(n, None)
     installed, pins = o.installed(), o.pins()
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, s, pins, machine=m) for n in names]
@@ -190,37 +332,61 @@ def decide_all(o: Opts, names, backend=None):
 # ------------------------------------------------------------------------------------------------
 
 
+def _version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from selector import __version__
+
+    click.echo(f"pick-backend {__version__}")
+    ctx.exit()
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@common
-@click.version_option(package_name="pick-backend", prog_name="pick-backend")
-@click.pass_context
-def main_group(ctx, **kwargs):
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and exit.")
+def main_group():
     """Pick the backend build of a local inference engine that runs on this machine.
 
     \b
-    pick-backend llamacpp            the pick for llama.cpp, with every backend's verdict
-    pick-backend probe               what this machine is
-    pick-backend check llamacpp rocm installer gate: exit 0 if supported, 3 if not
+    pick-backend llamacpp             the pick for llama.cpp, and why
+    pick-backend --all                the pick for every recipe
+    pick-backend probe                what this machine is
+    pick-backend check llamacpp rocm  exit 0 if supported here, 3 if not
+
+    Options go before or after the command name; `pick-backend COMMAND --help` lists a command's.
     """
-    ctx.obj = {k: v for k, v in kwargs.items()}
 
 
 @main_group.command("pick")
-@click.argument("recipes", nargs=-1)
+@click.argument("recipes", nargs=-1, shell_complete=complete_recipe)
 @common
 @click.option("--all", "all_", is_flag=True, help="Every recipe of the catalog.")
-@click.option("--backend", default=None, help="Pin the backend (anything but 'auto' is chosen even if unsupported).")
+@click.option("--allow-missing", is_flag=True,
+              help="Exit 0 even when a recipe has no supported backend (an inventory, with --all).")
+@click.option("--backend", default=None, shell_complete=complete_backend,
+              help="Pin the backend (anything but 'auto' is chosen even if unsupported).")
 @click.option("--json", "as_json", is_flag=True, help="Print the Pick JSON.")
 @click.pass_context
-def pick_cmd(ctx, recipes, all_, backend, as_json, **kwargs):
-    """Pick the backend for RECIPE(s) and say why every other one was passed over."""
+def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
+    """Pick the backend for RECIPE(s) and say why every other one was passed over.
+
+    Exit 0 when every recipe asked for (with --all: every recipe of the catalog) has a supported
+    backend, 3 when one has none (with --allow-missing: 0 anyway).
+    """
     from selector import render
 
     o = Opts(ctx, kwargs)
-    if o.profile_path and os.path.isdir(o.profile_path) or (o.profile_path or "").endswith((".jsonl", "-")):
-        from selector.profiles import pick_batch
+    if o.profile_path:
+        from selector import profiles
 
-        sys.exit(pick_batch(o, recipes, all_, backend))
+        if profiles.is_batch(o.profile_path):  # many profiles: one JSON line each
+            text = None
+            if not os.path.isdir(o.profile_path):
+                text = profiles.read_text(o.profile_path)
+                if not as_json and sum(1 for _ in profiles.documents(text, o.profile_path)) == 1:
+                    o._profile = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
+            if o._profile is None:
+                sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text))
     if not recipes and not all_:
         raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
                                "`pick-backend recipes` lists them")
@@ -239,31 +405,109 @@ def pick_cmd(ctx, recipes, all_, backend, as_json, **kwargs):
         render.emit_json(render.pick_json(profile, cat, s, decisions, warnings, own))
     else:
         render.picks_human(profile, cat, decisions, render.console(), s, warnings, own)
-    if not all_ and not all(d.ok for d in decisions):
+    if not allow_missing and not all(d.ok for d in decisions):
         sys.exit(EXIT_UNSUPPORTED)
 
 
+# ------------------------------------------------------------------------------------------------
+# the one exit path: a message (and with --json a JSON error object) and a documented exit code
+
+ASCII = str.maketrans({"→": "->", "✓": "+", "✗": "x", "·": "-", "…": "...", "—": "-", "–": "-", "≥": ">=",
+                       "≤": "<=", "×": "x", "•": "*", "─": "-", "│": "|", "━": "-"})
+
+
+class _AsciiStream:
+    """A text stream whose encoding cannot say the arrows and ticks (cp1252, ascii): write them
+    in ASCII, and anything else it cannot encode as '?'."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def write(self, s):
+        return self._inner.write(s.translate(ASCII) if isinstance(s, str) else s)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _fit_streams() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        enc = getattr(stream, "encoding", None) or "ascii"
+        try:
+            "→✓✗·…".encode(enc)
+            continue
+        except (UnicodeEncodeError, LookupError):
+            pass
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+        setattr(sys, name, _AsciiStream(stream))
+
+
+def _cut(message: str, limit: int = 400) -> str:
+    """A message that echoes a huge argument, cut in the middle: both ends (the file, the field)
+    stay.  Undecodable bytes from argv are escaped."""
+    message = printable(message)
+    if len(message) > limit:
+        half = (limit - 3) // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    return message
+
+
+def _fail(code: int, message: str, as_json: bool) -> None:
+    message = _cut(message)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps({"error": message, "exit": code}) + "\n")
+    click.echo(f"pick-backend: {message}", err=True)
+    sys.exit(code)
+
+
 def main(argv=None):
+    _fit_streams()
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
+    if any("\0" in a for a in args):  # no path or name can hold one (os calls raise ValueError)
+        _fail(EXIT_USAGE, "an argument contains a NUL character", as_json)
     try:
-        main_group.main(args=argv, prog_name="pick-backend", standalone_mode=False)
+        main_group.main(args=args, prog_name="pick-backend", standalone_mode=False)
     except Fail as e:
-        click.echo(f"pick-backend: {e}", err=True)
-        sys.exit(e.code)
+        _fail(e.code, str(e), as_json and not getattr(e, "json_printed", False))
     except InputError as e:
-        click.echo(f"pick-backend: {e}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(EXIT_INPUT, str(e), as_json)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
-    except click.ClickException as e:
+    except click.UsageError as e:
+        e.message = _cut(e.message)  # click echoes the offending argument, however long
+        if isinstance(e, click.NoSuchOption):
+            e.option_name = _cut(e.option_name, 60)
+        if as_json:
+            _fail(EXIT_USAGE, e.format_message(), True)
         e.show()
-        sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as e:
+        if as_json:
+            _fail(e.exit_code, e.format_message(), True)
+        e.show()
+        sys.exit(e.exit_code)
     except BrokenPipeError:
-        sys.exit(0)
+        try:
+            sys.stdout = None  # nothing more can reach the reader; do not fail again on exit
+        finally:
+            sys.exit(0)
+    except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
+        where = printable(e.filename or "?")
+        _fail(EXIT_INPUT, f"{where}: {e.strerror or e}", as_json)
     except Exception as e:  # ProfileError and the like carry their own exit codes
         code = getattr(e, "exit_code", None)
         if code is None:
-            raise
-        click.echo(f"pick-backend: {e}", err=True)
-        sys.exit(code)
+            if os.environ.get("PICK_BACKEND_DEBUG"):
+                raise
+            _fail(1, f"internal error: {type(e).__name__}: {e} (PICK_BACKEND_DEBUG=1 shows where; "
+                     "please report it)", as_json)
+        _fail(code, str(e), as_json and not getattr(e, "json_printed", False))
     sys.exit(0)

@@ -11,13 +11,16 @@ import sys
 
 import click
 
-from selector.cli import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
+from selector.cli import (DECIDE, EXIT_INSTALL, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, complete_backend,
+                          complete_recipe, decide_all, options)
+
+RECIPES_SCHEMA_VERSION = 1
 
 
 @click.command("probe")
-@common
+@options("root", "profile")
 @click.option("--json", "as_json", is_flag=True, help="Print the Profile JSON.")
-@click.option("--detailed", is_flag=True, help="Also ask py-cpuinfo (slow: over a second).")
+@click.option("--detailed", is_flag=True, help="Also ask py-cpuinfo what it adds (slow: over a second).")
 @click.pass_context
 def probe_cmd(ctx, as_json, detailed, **kwargs):
     """Probe the machine (OS, CPU, AMD/NVIDIA GPUs, NPUs, Metal, Vulkan)."""
@@ -32,14 +35,25 @@ def probe_cmd(ctx, as_json, detailed, **kwargs):
 
 
 @click.command("capture")
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Also print the Profile JSON.")
-def capture_cmd(directory, as_json):
+@click.argument("directory", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the captured Profile JSON instead of the summary.")
+@click.option("--root", hidden=True, default=None)
+@click.option("--profile", "profile_path", hidden=True, default=None)
+def capture_cmd(directory, as_json, root, profile_path):
     """Write a capture of this machine to DIRECTORY (replay it with --root DIRECTORY)."""
     from probes.capture import write_capture
     from selector import render
 
-    profile = write_capture(directory)
+    if root or profile_path:  # accepted only to say why they cannot apply
+        raise Fail(EXIT_USAGE, "capture records this machine; --root and --profile do not apply "
+                               "(to copy a capture, copy its directory)")
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise Fail(EXIT_INSTALL, f"cannot write a capture to {directory}: it is a file, not a directory")
+    try:
+        profile = write_capture(directory)
+    except OSError as e:
+        raise Fail(EXIT_INSTALL, f"cannot write a capture to {directory}: "
+                                 f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}") from None
     if as_json:
         render.emit_json(profile)
     else:
@@ -48,9 +62,9 @@ def capture_cmd(directory, as_json):
 
 
 @click.command("check")
-@click.argument("recipe")
-@click.argument("backend")
-@common
+@click.argument("recipe", shell_complete=complete_recipe)
+@click.argument("backend", shell_complete=complete_backend)
+@options(*DECIDE)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.pass_context
 def check_cmd(ctx, recipe, backend, as_json, **kwargs):
@@ -59,8 +73,7 @@ def check_cmd(ctx, recipe, backend, as_json, **kwargs):
 
     o = Opts(ctx, kwargs)
     (name,) = o.recipe_names([recipe])
-    if backend not in o.catalog().recipes[name].backends:
-        raise Fail(EXIT_USAGE, did_you_mean(backend, o.catalog().recipes[name].backends, f"backend of {name}"))
+    backend = o.backend_name(name, backend)
     profile, cat, s, (d,), warnings = decide_all(o, [name])
     v = d.verdict(backend)
     from selector import engine
@@ -92,8 +105,8 @@ def check_cmd(ctx, recipe, backend, as_json, **kwargs):
 
 
 @click.command("matrix")
-@click.argument("recipe", required=False)
-@common
+@click.argument("recipe", required=False, shell_complete=complete_recipe)
+@options(*DECIDE)
 @click.option("--here", is_flag=True, help="Add this machine's verdict for every recipe x backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog (and verdicts) as JSON.")
 @click.pass_context
@@ -127,8 +140,8 @@ def matrix_cmd(ctx, recipe, here, as_json, **kwargs):
 
 
 @click.command("recipes")
-@common
-@click.option("--json", "as_json", is_flag=True)
+@options("catalog")
+@click.option("--json", "as_json", is_flag=True, help="Print the recipes and their backends as JSON.")
 @click.pass_context
 def recipes_cmd(ctx, as_json, **kwargs):
     """List the recipes of the catalog."""
@@ -137,7 +150,9 @@ def recipes_cmd(ctx, as_json, **kwargs):
     o = Opts(ctx, kwargs)
     cat = o.catalog()
     if as_json:
-        render.emit_json({n: {"display_name": r.display_name, "backends": r.backends} for n, r in cat.recipes.items()})
+        render.emit_json({"schema_version": RECIPES_SCHEMA_VERSION, "catalog": cat.name,
+                          "recipes": {n: {"display_name": r.display_name, "backends": list(r.backends)}
+                                      for n, r in cat.recipes.items()}})
         return
     width = max(len(n) for n in cat.recipes)
     for n, r in cat.recipes.items():

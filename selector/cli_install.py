@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
+from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean, options, DECIDE
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
@@ -52,26 +52,6 @@ def _explain(e) -> str:
     return f"{e}; the previous install is untouched"
 
 
-class _JsonErrors:
-    """With --json, a failure also prints {"error": message, "exit": code} on stdout."""
-
-    def __init__(self, as_json: bool):
-        self.as_json = as_json
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, typ, e, tb):
-        if not self.as_json or e is None:
-            return False
-        code = getattr(e, "code", None) if isinstance(e, Fail) else getattr(e, "exit_code", None)
-        if isinstance(code, int) and code:
-            import json
-
-            click.echo(json.dumps({"error": str(e), "exit": code}))
-        return False
-
-
 @click.command("install")
 @click.argument("recipe")
 @common
@@ -100,9 +80,8 @@ class _JsonErrors:
 def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
                 timeout, from_file, verify_flag=False, keep_unverified=False, **kwargs):
     """Download, verify and install the picked backend build of RECIPE (or --backend B)."""
-    with _JsonErrors(as_json):
-        _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
-                 timeout, from_file, verify_flag, keep_unverified, kwargs)
+    _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
+             timeout, from_file, verify_flag, keep_unverified, kwargs)
 
 
 def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
@@ -277,14 +256,13 @@ def _split_dir(recipe, dirname):
 
 
 @click.command("status")
-@common
+@options(*DECIDE)  # the cache with the catalog's pins; with --verify, the pick (device, run_env) too
 @click.option("--json", "as_json", is_flag=True, help="Print the installed backends as JSON.")
 @click.option("--verify", "verify_flag", is_flag=True, help="Run each installed build's device check (see `verify`).")
 @click.pass_context
 def status_cmd(ctx, as_json, verify_flag=False, **kwargs):
     """Every installed backend: version, pinned version, state and path."""
-    with _JsonErrors(as_json):
-        _status(ctx, as_json, verify_flag, kwargs)
+    _status(ctx, as_json, verify_flag, kwargs)
 
 
 def _status(ctx, as_json, verify_flag, kwargs):
@@ -348,13 +326,12 @@ def _status(ctx, as_json, verify_flag, kwargs):
 @click.command("uninstall")
 @click.argument("recipe")
 @click.argument("backend")
-@common
-@click.option("--json", "as_json", is_flag=True)
+@options("catalog", "cache_dir", "channel", "config")  # rocm means the active channel's
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 @click.pass_context
 def uninstall_cmd(ctx, recipe, backend, as_json, **kwargs):
     """Remove an installed BACKEND of RECIPE from the cache (rocm means the active channel's)."""
-    with _JsonErrors(as_json):
-        _uninstall(ctx, recipe, backend, as_json, kwargs)
+    _uninstall(ctx, recipe, backend, as_json, kwargs)
 
 
 def _uninstall(ctx, recipe, backend, as_json, kwargs):

@@ -12,7 +12,9 @@ import tempfile
 
 import click
 
-from selector.cli import EXIT_INSTALL, EXIT_USAGE, Fail, Opts, common, decide_all
+from selector.cli import DECIDE, EXIT_INSTALL, EXIT_USAGE, Fail, Opts, decide_all, options
+
+LABELS_SCHEMA_VERSION = 1
 
 
 def write_atomic(path: str, text: str) -> None:
@@ -38,13 +40,13 @@ def write_atomic(path: str, text: str) -> None:
 
 
 @click.command("labels")
-@common
+@options(*DECIDE)
 @click.option("--prefix", default=None,
               help="Prefix of every label name (default 'pick-backend.'); 'ns.example.com/pb.' adds a namespace.")
 @click.option("--recipes", "recipes_csv", default=None,
               help="Comma-separated recipes to label (default: every recipe of the catalog).")
-@click.option("--json", "as_json", is_flag=True, help="Print the labels as a JSON object.")
-@click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "as_json", is_flag=True, help="Print {schema_version, labels} as JSON.")
+@click.option("--write", "write_path", type=click.Path(), default=None,
               help="Write the NFD feature file to PATH atomically (prints nothing unless --json).")
 @click.option("--verify", "verify_flag", is_flag=True,
               help="Add <recipe>.verified=true|false: run each installed pick's device check (see `verify`).")
@@ -85,6 +87,6 @@ def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, verify_flag=False,
     if as_json:
         from selector.render import emit_json
 
-        emit_json(lbls)
+        emit_json({"schema_version": LABELS_SCHEMA_VERSION, "labels": lbls})
     elif not write_path:
         sys.stdout.write(labels_mod.feature_file(lbls))

@@ -81,9 +81,47 @@ def own_choice_recipe(con, engine, x) -> None:
 
 
 def console(stderr: bool = False):
+    """A rich console laid out for the terminal's width; in a pipe or file (no terminal, no
+    COLUMNS), lines are never wrapped or padded, so that grep and cut see one line per fact."""
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, emoji=False)
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    width = None if tty or os.environ.get("COLUMNS") else 100_000
+    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width)
+
+
+class _NoTrailingSpaces:
+    """rich pads wrapped lines and table cells with spaces up to the width: drop them at the end of
+    every line (before any closing style codes)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def write(self, text):
+        import re
+
+        return self._inner.write(re.sub(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)", r"\1", text))
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def wrap_parts(parts, width: int, sep: str = " · ") -> str:
+    """Join ``parts`` with ``sep``, breaking lines between parts (never inside one) to fit ``width``."""
+    lines, cur = [], ""
+    for p in parts:
+        if cur and len(cur) + len(sep) + len(p) > width:
+            lines.append(cur + sep.rstrip())
+            cur = p
+        else:
+            cur = f"{cur}{sep}{p}" if cur else p
+    return "\n".join(lines + [cur])
 
 
 def _device_words(dev) -> str:
@@ -117,7 +155,7 @@ STATE_STYLE = {
 }
 
 
-def os_line(profile) -> str:
+def os_parts(profile) -> list[str]:
     o = profile.os
     bits = [o.name]
     if o.distro.id:
@@ -129,7 +167,11 @@ def os_line(profile) -> str:
         bits.append("WSL")
     if o.container:
         bits.append("container")
-    return " · ".join(bits)
+    return bits
+
+
+def os_line(profile) -> str:
+    return " · ".join(os_parts(profile))
 
 
 def render_warnings(con, warnings) -> None:
@@ -140,10 +182,14 @@ def render_warnings(con, warnings) -> None:
 def probe_human(profile, con) -> None:
     from rich.table import Table
 
-    con.print(f"[bold]{os_line(profile)}[/bold]")
+    con.print(wrap_parts(os_parts(profile), con.width), style="bold")
     cpu = profile.cpu
     con.print(f"CPU: {cpu.brand or cpu.arch}" + (f", {cpu.cores} threads" if cpu.cores else "")
               + (f", {gib(cpu.memory_bytes)} memory" if cpu.memory_bytes else ""))
+    if getattr(cpu, "features", None):
+        con.print(f"CPU features: {' '.join(cpu.features)}", markup=False)
+    for key, value in (getattr(cpu, "detailed", None) or {}).items():  # probe --detailed: py-cpuinfo
+        con.print(f"  {key}: {value}", markup=False)
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("#", "device", "target", "kind", "memory", "driver", "notes"):
         t.add_column(col)
@@ -189,8 +235,8 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
     from rich.table import Table
     from rich.text import Text
 
-    con.print(f"[dim]{os_line(profile)} · {catalog.name}"
-              + (f" · {settings.channel} · {settings.policy}" if settings else "") + "[/dim]")
+    con.print(wrap_parts(os_parts(profile) + [catalog.name] + ([settings.channel, settings.policy] if settings else []),
+                         con.width), style="dim", markup=False)
     if own:
         own_choice_head(con, catalog, own)
     for d in decisions:
@@ -259,28 +305,52 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
 
 def _requirement_words(key, value) -> str:
     if key == "cuda" and isinstance(value, dict):  # a CUDA build: toolkit, SASS and PTX targets
-        parts = [", ".join(value.get("sass", []))] + [f"PTX {', '.join(value['ptx'])}" if value.get("ptx") else ""]
+        sass = sorted(value.get("sass", []), key=family_key)
+        ptx = sorted(value.get("ptx", []), key=family_key)
+        parts = [", ".join(sass)] + [f"PTX {', '.join(ptx)}" if ptx else ""]
         return f"CUDA {value.get('toolkit')} ({'; '.join(p for p in parts if p)})"
     return f"{key} {'/'.join(value) if isinstance(value, list) else value}"
 
 
-def matrix_human(catalog, recipes, con, verdicts=None) -> None:
-    from rich.table import Table
+def family_key(family: str):
+    """sm_75 before sm_100 (numbers as numbers); other families keep the catalog's order."""
+    import re
 
-    t = Table(title=f"{catalog.title}", header_style="bold")
-    for col in ("recipe", "backend", "tier", "format", "OS", "devices"):
-        t.add_column(col)
-    if verdicts is not None:
-        t.add_column("here")
+    m = re.fullmatch(r"sm_(\d+)([a-z]?)", family)
+    return (0, int(m.group(1)), m.group(2)) if m else (1, 0, "")
+
+
+def matrix_rows(catalog, recipe, verdicts=None) -> list[list[str]]:
+    rows = []
+    for row in catalog.recipes[recipe].rows:
+        devs = "; ".join(f"{dt} ({', '.join(sorted(f, key=family_key))})" if f else dt for dt, f in row.devices)
+        if row.requires:  # arch, driver / glibc / macOS minimums, boards
+            devs += " · " + ", ".join(_requirement_words(k, v) for k, v in row.requires.items())
+        cells = [row.backend, row.tier, row.format, ", ".join(row.os), devs]
+        if verdicts is not None:
+            v = verdicts.get((recipe, row.backend))
+            cells.append("✓" if v and v.supported else f"✗ {v.reason if v else ''}")
+        rows.append(cells)
+    return rows
+
+
+def matrix_human(catalog, recipes, con, verdicts=None) -> None:
+    """One block per recipe (its rows in preference order), laid out for the console's width: a
+    column is never narrower than its longest word, so words wrap whole and are never cut."""
+    from rich.table import Table
+    from rich.text import Text
+
+    con.print(catalog.title, style="bold", markup=False)
+    cols = ["backend", "tier", "format", "OS", "devices"] + (["here"] if verdicts is not None else [])
     for rname in recipes:
-        r = catalog.recipes[rname]
-        for row in r.rows:
-            devs = "; ".join(f"{dt} ({', '.join(f)})" if f else dt for dt, f in row.devices)
-            if row.requires:  # arch, driver / glibc / macOS minimums, boards
-                devs += " · " + ", ".join(_requirement_words(k, v) for k, v in row.requires.items())
-            cells = [rname, row.backend, row.tier, row.format, ", ".join(row.os), devs]
-            if verdicts is not None:
-                v = verdicts.get((rname, row.backend))
-                cells.append("[green]✓[/green]" if v and v.supported else f"[dim]✗ {v.reason if v else ''}[/dim]")
-            t.add_row(*cells)
-    con.print(t)
+        rows = matrix_rows(catalog, rname, verdicts)
+        con.print()
+        con.print(Text.assemble((rname, "bold"), (f" ({catalog.recipes[rname].display_name})", "dim")))
+        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for i, col in enumerate(cols):
+            longest = max([len(col)] + [len(w) for cells in rows for w in cells[i].split()])
+            t.add_column(col, min_width=min(longest, 24))
+        for cells in rows:
+            style = "" if verdicts is None or cells[-1].startswith("✓") else "dim"
+            t.add_row(*(Text(c, style=("green" if c == "✓" else style)) for c in cells))
+        con.print(t)

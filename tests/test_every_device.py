@@ -33,6 +33,13 @@ def nv(index, sm, name, mem_gib, uuid=None, **kw):
 
 
 def profile(amd_gpus=(), nvidia_gpus=(), container=False, npus=(), executables=None):
+    """A complete saved Profile (every field `probe --json` writes; defaults where not given)."""
+    from probes.profile import Profile
+
+    return Profile.from_dict(_partial(amd_gpus, nvidia_gpus, container, npus, executables)).to_dict()
+
+
+def _partial(amd_gpus, nvidia_gpus, container, npus, executables):
     return {"schema_version": 1,
             "os": {"name": "linux", "version": "6.11.0", "distro": {"id": "ubuntu", "version": "24.04"},
                    "container": container},

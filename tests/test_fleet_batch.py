@@ -30,8 +30,8 @@ def test_json_lines_stream_with_names_and_stdin(cli, tmp_path):
     text = "".join(json.dumps(dict(p, name=f"node-{i}")) + "\n" for i, p in enumerate(profs.values()))
     path = tmp_path / "fleet.jsonl"
     path.write_text(text)
-    a = cli("pick", "--all", "--json", "--profile", str(path))
-    b = cli("pick", "--all", "--json", "--profile", "-", input=text)
+    a = cli("pick", "--all", "--allow-missing", "--json", "--profile", str(path))
+    b = cli("pick", "--all", "--allow-missing", "--json", "--profile", "-", input=text)
     assert a.rc == 0 and b.rc == 0
     assert a.out == b.out
     lines = [json.loads(x) for x in a.out.splitlines()]

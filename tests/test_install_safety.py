@@ -356,7 +356,9 @@ def test_overlapping_installs_against_a_slow_server_wait_and_say_so(srv, tmp_pat
 def test_cache_path_that_is_a_file(srv, tmp_path):
     cache = tmp_path / "c"
     cache.write_text("not a directory")
-    r = vulkan(srv, cache)
+    r = vulkan(srv, cache)  # --cache-dir itself is a file: bad input, said before anything starts
+    assert r.rc == 5 and str(cache) in r.err and "Traceback" not in r.err
+    r = vulkan(srv, cache / "lemonade")  # a file on the way: the install's own step fails, named
     assert r.rc == 4 and "creating the cache directory failed" in r.err and str(cache) in r.err
     assert "Traceback" not in r.err
 

@@ -24,7 +24,7 @@ def test_probe_and_pick_json_follow_the_documented_schema(cli, name):
     r = cli(*root, "probe", "--json")
     assert r.rc == 0, r.err
     jsonschema.validate(r.json(), schema("profile"))
-    r = cli(*root, "pick", "--all", "--json")
+    r = cli(*root, "pick", "--all", "--allow-missing", "--json")
     assert r.rc == 0, r.err
     jsonschema.validate(r.json(), schema("pick"))
 

@@ -120,8 +120,9 @@ def test_json_is_the_same_labels():
     lines = labels_of("--root", machine(STRIX), "labels", "--recipes", "llamacpp")
     r = run_cli("--root", machine(STRIX), "labels", "--recipes", "llamacpp", "--json")
     assert r.rc == 0, r.err
-    assert r.json() == lines
-    assert list(r.json()) == list(lines)  # same order
+    assert r.json()["labels"] == lines
+    assert list(r.json()["labels"]) == list(lines)  # same order
+    assert r.json()["schema_version"] == 1
 
 
 def test_labels_from_a_saved_profile_match_the_live_probe(tmp_path):
@@ -182,7 +183,7 @@ def test_write_with_json_prints_too(tmp_path):
     target = tmp_path / "f"
     r = run_cli("--root", machine(CPU_ONLY), "labels", "--recipes", "llamacpp", "--write", str(target), "--json")
     assert r.rc == 0, r.err
-    assert r.json() == parse_feature_file(target.read_text(encoding="utf-8"))
+    assert r.json()["labels"] == parse_feature_file(target.read_text(encoding="utf-8"))
 
 
 def test_write_fails_cleanly_when_the_parent_is_a_file(tmp_path):
@@ -201,7 +202,7 @@ def test_write_removes_its_temp_file_when_the_rename_fails(tmp_path):
     target.mkdir()
     (target / "keep").write_text("x", encoding="utf-8")
     r = run_cli("--root", machine(STRIX), "labels", "--write", str(target))
-    assert r.rc == 2 and "is a directory" in r.err  # refused as a usage error before anything is written
+    assert r.rc == 4 and "cannot write" in r.err and str(target) in r.err  # a wrong destination: exit 4, named
     assert "Traceback" not in r.err
     assert os.listdir(tmp_path) == ["pick-backend"]
     assert os.listdir(target) == ["keep"]

@@ -24,7 +24,7 @@ ENV = "LOCALAI_FORCE_META_BACKEND_CAPABILITY"
 
 
 def pick_all(root):
-    r = run_cli("--root", root, "--catalog", "localai", "pick", "--all", "--json")
+    r = run_cli("--root", root, "--catalog", "localai", "pick", "--all", "--allow-missing", "--json")
     assert r.rc == 0, r.err
     return r.json()
 

@@ -1,0 +1,553 @@
+"""The first hour of a new user: no traceback, scripts that round-trip, a shell that does what it
+obviously means, output that fits the terminal (issue 15).  Through the real CLI."""
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import ROOT, machine
+
+STRIX = machine("linux-ubuntu24.04-strix-halo")
+CPU_ONLY = machine("linux-debian12-x86_64-cpu-only")
+RTX5090 = machine("linux-ubuntu24.04-rtx5090")
+PI5 = machine("linux-raspberrypi-pi5-arm64")
+
+
+def no_traceback(r):
+    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+
+
+# ------------------------------------------------------------------------------------------------
+# crashes
+
+
+def test_a_config_pin_of_an_unknown_backend_is_a_warning_for_every_command(cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"llamacpp": {"backend": "turbo"}, "whispercpp": {"backend": "warp"}}))
+    for args, rc in ((["llamacpp"], 0), (["--all", "--allow-missing"], 0), (["check", "llamacpp", "cpu"], 0),
+                     (["matrix", "llamacpp", "--here"], 0), (["labels"], 0)):
+        r = cli("--root", CPU_ONLY, "--config", str(cfg), *args)
+        no_traceback(r)
+        assert r.rc == rc, (args, r.err)
+    r = cli("--root", CPU_ONLY, "--config", str(cfg), "llamacpp", "--json")
+    doc = r.json()
+    assert doc["recipes"]["llamacpp"]["backend"] == "vulkan"  # the pin is ignored: the normal pick
+    assert any("unknown backend 'turbo'; ignored" in w["message"] for w in doc["warnings"])
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "ascii", "latin-1"])
+def test_a_stdout_that_cannot_say_arrows_gets_ascii(cli, encoding):
+    for args in (["llamacpp", "flm"], ["probe"], ["matrix", "llamacpp", "--here"], ["check", "llamacpp", "rocm"]):
+        r = cli("--root", STRIX, *args, env={"PYTHONIOENCODING": encoding})
+        no_traceback(r)
+        assert r.rc == 0, r.err
+        r.out.encode(encoding)  # everything written could be encoded
+    r = cli("--root", STRIX, "llamacpp", env={"PYTHONIOENCODING": encoding})
+    assert "llamacpp (Llama.cpp GPU)  -> vulkan on AMD GPU (gfx1151)" in r.out
+    assert re.search(r"(?m)^\+ +vulkan +installable", r.out) and re.search(r"(?m)^x +system +unsupported", r.out)
+    j = cli("--root", STRIX, "llamacpp", "--json", env={"PYTHONIOENCODING": encoding})
+    assert j.json()["recipes"]["llamacpp"]["backend"] == "vulkan"  # JSON stays JSON (\u escapes)
+
+
+def test_unwritable_or_wrong_destinations_exit_4_or_5_naming_the_path(cli, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    r = cli("capture", str(afile))  # a file, not a directory
+    no_traceback(r)
+    assert r.rc == 4 and str(afile) in r.err
+    r = cli("capture", str(afile / "sub"))  # below a file: cannot be created
+    no_traceback(r)
+    assert r.rc == 4 and str(afile) in r.err
+    on_strix = ["--root", STRIX]
+    for args in ([*on_strix, "llamacpp"], [*on_strix, "check", "llamacpp", "cpu"], [*on_strix, "matrix", "--here"],
+                 [*on_strix, "labels"], ["status"], ["uninstall", "llamacpp", "cpu"],
+                 [*on_strix, "install", "llamacpp", "--dry-run"]):
+        r = cli(*args, "--cache-dir", str(afile))
+        no_traceback(r)
+        assert r.rc == 5 and str(afile) in r.err and "--cache-dir" in r.err, (args, r.err)
+    r = cli("--root", STRIX, "labels", "--write", str(afile / "features"))
+    no_traceback(r)
+    assert r.rc == 4 and str(afile / "features") in r.err
+
+
+# ------------------------------------------------------------------------------------------------
+# scripts and round trips
+
+
+def test_probe_json_pipes_into_profile_stdin_pretty_or_as_lines(cli):
+    pretty = cli("--root", STRIX, "probe", "--json")
+    assert pretty.rc == 0 and "\n  " in pretty.out  # pretty-printed, as a person gets it
+    human = cli("--profile", "-", "llamacpp", input=pretty.out)
+    assert human.rc == 0, human.err
+    assert "→ vulkan on AMD GPU (gfx1151)" in human.out
+    as_json = cli("--profile", "-", "llamacpp", "--json", input=pretty.out)
+    assert as_json.rc == 0, as_json.err
+    [line] = as_json.out.splitlines()
+    assert json.loads(line)["recipes"]["llamacpp"]["backend"] == "vulkan"
+    one_line = json.dumps(pretty.json()) + "\n"
+    assert cli("--profile", "-", "check", "llamacpp", "rocm", input=one_line).rc == 0
+    assert cli("--profile", "-", "labels", input=pretty.out).rc == 0
+    # two pretty documents one after the other are a fleet of two
+    two = cli("--profile", "-", "llamacpp", "--json", input=pretty.out + pretty.out)
+    assert two.rc == 0 and len(two.out.splitlines()) == 2
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_empty_profile_input_is_exit_5(cli, tmp_path, text):
+    r = cli("--profile", "-", "llamacpp", input=text)
+    no_traceback(r)
+    assert r.rc == 5 and "empty" in r.err
+    f = tmp_path / "p.jsonl"
+    f.write_text(text)
+    r = cli("--profile", str(f), "llamacpp", "--json")
+    assert r.rc == 5 and str(f) in r.err
+
+
+def test_incomplete_profiles_exit_5_naming_the_field(cli, tmp_path):
+    full = cli("--root", STRIX, "probe", "--json").json()
+    cases = [({"schema_version": 1}, "'os'"),
+             (dict(full, amd_gpus=[{k: v for k, v in full["amd_gpus"][0].items() if k != "gfx"}]), "'amd_gpus[0].gfx'"),
+             (dict(full, nvidia_gpus=[{"index": 0, "name": "RTX"}]), "'nvidia_gpus[0].sm'"),
+             ({k: v for k, v in full.items() if k != "cpu"}, "'cpu'")]
+    for i, (doc, field) in enumerate(cases):
+        p = tmp_path / f"p{i}.json"
+        p.write_text(json.dumps(doc))
+        for args in (["llamacpp"], ["probe"], ["labels"]):
+            r = cli("--profile", str(p), *args)
+            no_traceback(r)
+            assert r.rc == 5 and str(p) in r.err and field in r.err, (args, r.err)
+        r = cli("--profile", "-", "llamacpp", input=json.dumps(doc, indent=2))
+        assert r.rc == 5 and field in r.err
+
+
+def test_the_required_fields_are_the_documented_ones():
+    from selector.profiles import REQUIRED
+    from test_json_contract import schema
+
+    s = schema("profile")
+    assert tuple(s["required"]) == REQUIRED[""]
+    for key, fields in REQUIRED.items():
+        if not key:
+            continue
+        sub = s["properties"][key.rstrip("[]")]
+        sub = sub["items"] if key.endswith("[]") else sub
+        assert tuple(sub["required"]) == fields, key
+
+
+def test_options_that_cannot_apply_are_usage_errors(cli, tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(cli("--root", STRIX, "probe", "--json").out)
+    for args in (["--root", STRIX, "--profile", str(prof), "llamacpp"],
+                 ["check", "llamacpp", "cpu", "--root", STRIX, "--profile", str(prof)],
+                 ["labels", "--root", STRIX, "--profile", str(prof)]):
+        r = cli(*args)
+        assert r.rc == 2 and "--root and --profile" in r.err, args
+    r = cli("--root", STRIX, "capture", str(tmp_path / "cap"))
+    assert r.rc == 2 and "capture records this machine" in r.err
+    assert not (tmp_path / "cap").exists()
+    r = cli("recipes", "--channel", "nightly")  # recipes do not depend on the channel
+    assert r.rc == 2 and "--channel" in r.err
+
+
+def test_pick_all_exits_3_when_a_recipe_has_no_backend_unless_allowed(cli):
+    r = cli("--root", CPU_ONLY, "--all", "--json")
+    assert r.rc == 3
+    assert r.json()["recipes"]["flm"]["backend"] is None  # no NPU on this machine
+    assert cli("--root", CPU_ONLY, "--all", "--allow-missing", "--json").rc == 0
+    assert cli("--root", CPU_ONLY, "llamacpp", "--json").rc == 0
+
+
+@pytest.mark.parametrize("args", [["llamacpp", "--json"], ["check", "llamacpp", "nope", "--json"],
+                                  ["--catalog", "lemonad", "llamacpp", "--json"], ["recipes", "--json", "--bogus"]])
+def test_a_failing_command_with_json_prints_a_json_error(cli, args, tmp_path):
+    import jsonschema
+    from test_json_contract import schema
+
+    bad = tmp_path / "p.json"
+    bad.write_text("{}")
+    extra = ["--profile", str(bad)] if args[0] == "llamacpp" else []
+    r = cli(*extra, *args)
+    assert r.rc in (2, 5)
+    doc = json.loads(r.out)
+    jsonschema.validate(doc, schema("error"))
+    assert doc["exit"] == r.rc and doc["error"] in r.err
+
+
+def test_recipes_labels_status_uninstall_json_follow_their_schemas(cli, tmp_path):
+    import jsonschema
+    from test_json_contract import schema
+
+    for cat in ("lemonade", "localai"):
+        r = cli("recipes", "--json", "--catalog", cat)
+        jsonschema.validate(r.json(), schema("recipes"))
+        assert r.json()["catalog"] == cat
+    r = cli("--root", STRIX, "labels", "--json")
+    jsonschema.validate(r.json(), schema("labels"))
+    assert r.json()["labels"]["pick-backend.llamacpp"] == "vulkan"
+    cache = tmp_path / "cache"
+    d = cache / "bin" / "llamacpp" / "vulkan"
+    d.mkdir(parents=True)
+    (d / "version.txt").write_text("b1000\n")
+    r = cli("status", "--json", "--cache-dir", str(cache))
+    jsonschema.validate(r.json(), schema("status"))
+    assert [b["dir"] for b in r.json()["backends"]] == ["vulkan"]
+    r = cli("uninstall", "llamacpp", "vulkan", "--json", "--cache-dir", str(cache))
+    jsonschema.validate(r.json(), schema("uninstall"))
+    assert r.json()["removed"] is True and not d.exists()
+
+
+def test_install_json_follows_its_schema(tmp_path):
+    import jsonschema
+    from test_install import VULKAN_ASSET, VULKAN_TAG, Server, install, llama_tar
+    from test_json_contract import schema
+
+    srv = Server()
+    try:
+        srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: llama_tar()})
+        for args in (["--dry-run", "--json"], ["--json"]):
+            r = install(srv, tmp_path / "cache", *args)
+            assert r.rc == 0, r.err
+            jsonschema.validate(r.json(), schema("install"))
+    finally:
+        srv.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# the shell
+
+
+def test_what_the_shell_obviously_means(cli):
+    a = cli("--root", CPU_ONLY, "--all", "--allow-missing", "--json")
+    b = cli("--root", CPU_ONLY, "pick", "--all", "--allow-missing", "--json")
+    assert a.rc == b.rc == 0 and a.json() == b.json()
+    c = cli("--json", "--root", CPU_ONLY, "llamacpp")
+    assert c.rc == 0 and c.json()["recipes"]["llamacpp"]["backend"] == "vulkan"
+    d = cli("--root", CPU_ONLY, "llamacpp", "--all", "--allow-missing", "--json")
+    assert set(d.json()["recipes"]) == set(a.json()["recipes"])
+    e = cli("--root", STRIX, "probe", "--json")  # options before the command name
+    assert e.rc == 0 and e.json()["amd_gpus"][0]["gfx"] == "gfx1151"
+
+
+def test_a_backend_given_as_a_recipe_suggests_check_and_backend(cli):
+    r = cli("--root", STRIX, "llamacpp", "vulkan")
+    assert r.rc == 2
+    assert "pick-backend check llamacpp vulkan" in r.err and "pick-backend llamacpp --backend vulkan" in r.err
+
+
+def test_names_match_whatever_their_case(cli):
+    r = cli("--root", STRIX, "LlamaCpp", "--json")
+    assert r.rc == 0 and list(r.json()["recipes"]) == ["llamacpp"]
+    r = cli("--root", STRIX, "CHECK", "LLAMACPP", "ROCm")
+    assert r.rc == 0 and r.out.startswith("llamacpp rocm: supported")
+    r = cli("--root", STRIX, "llamacpp", "--backend", "ROCM", "--json")
+    assert r.json()["recipes"]["llamacpp"]["backend"] == "rocm"
+    r = cli("--catalog", "LocalAI", "recipes", "--json")
+    assert r.json()["catalog"] == "localai"
+    r = cli("--root", STRIX, "llamacpp", "--channel", "Nightly", "--json")
+    assert r.rc == 0 and r.json()["settings"]["channel"] == "nightly"
+
+
+def test_a_catalog_typo_is_a_usage_error_without_internal_paths(cli):
+    r = cli("--catalog", "lemonad", "llamacpp")
+    assert r.rc == 2
+    assert "did you mean 'lemonade'?" in r.err
+    assert "selector" not in r.err and ROOT not in r.err
+    r = cli("--catalog", "./nothing-here.json", "llamacpp")  # a path is a file to read
+    assert r.rc == 5 and "nothing-here.json" in r.err
+
+
+def test_echoed_arguments_are_cut_short(cli):
+    huge = "x" * 10_000
+    for args in ([huge], ["check", "llamacpp", huge], ["--catalog", huge, "llamacpp"], ["llamacpp", "--backend", huge]):
+        r = cli("--root", STRIX, *args)
+        assert r.rc == 2 and len(r.err) < 400, (args[:1], len(r.err))
+        assert "xxx..." in r.err
+    for args in (["llamacpp", "--channel", huge], ["llamacpp", "--" + huge], ["llamacpp", "--json", "--" + huge]):
+        r = cli("--root", STRIX, *args)  # click's own messages echo the argument too
+        assert r.rc == 2 and len(r.err) < 700 and "xxx...xxx" in r.err, (args[1][:10], len(r.err))
+    r = cli("--root", STRIX, "llamacpp", "--config", huge + ".json")  # a file named in full... within reason
+    assert r.rc == 5 and len(r.err) < 500 and "xxx...xxx" in r.err
+
+
+def test_each_command_shows_only_its_options_and_every_option_has_help():
+    import click
+
+    from selector.cli import LAZY, main_group
+
+    ctx = click.Context(main_group)
+    shown = {}
+    for name in sorted(set(main_group.list_commands(ctx))):
+        cmd = main_group.get_command(ctx, name)
+        opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
+        for p in opts:
+            assert p.help, f"{name} {p.opts} has no help text"
+        shown[name] = {o for p in opts for o in p.opts}
+    assert set(LAZY) <= set(shown)
+    assert "--root" not in shown["recipes"] and "--channel" not in shown["recipes"]
+    assert "--channel" not in shown["probe"] and "--catalog" not in shown["probe"]
+    assert "--root" not in shown["capture"]
+    assert shown["status"] >= {"--root", "--profile", "--cache-dir", "--verify"}  # --verify runs the pick on this machine
+    assert {"--root", "--profile", "--channel", "--allow-missing"} <= shown["pick"]
+    group = main_group.get_params(ctx)
+    for p in group:
+        assert p.help, p.opts
+    assert {o for p in group for o in p.opts} <= {"--version", "--help", "-h"}  # nothing else before a command
+
+
+def test_the_router_knows_every_option_that_takes_a_value():
+    """route() skips an option's value to find the command name behind it; a value option it
+    did not know would be taken for a recipe."""
+    import click
+
+    from selector.cli import VALUE_OPTS, main_group
+
+    ctx = click.Context(main_group)
+    real = set()
+    for name in main_group.list_commands(ctx):
+        for p in main_group.get_command(ctx, name).params:
+            if isinstance(p, click.Option) and not p.is_flag and not p.count:
+                real |= {o for o in p.opts if o.startswith("--")}
+    assert real <= VALUE_OPTS, real - VALUE_OPTS
+
+
+def test_version_is_cheap(cli):
+    import subprocess
+    import sys
+
+    r = cli("--version")
+    assert r.rc == 0 and re.fullmatch(r"pick-backend \d+\.\d+\.\d+\n", r.out)
+    imp = subprocess.run([sys.executable, "-X", "importtime", "-m", "selector", "--version"],
+                         capture_output=True, text=True, timeout=60)
+    modules = {line.split("|")[-1].strip() for line in imp.stderr.splitlines() if "|" in line}
+    assert not {"rich", "requests", "cpuinfo", "distro", "importlib.metadata", "selector.catalog"} & modules
+
+
+def test_the_json_pick_path_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    imp = subprocess.run([sys.executable, "-X", "importtime", "-m", "selector", "llamacpp", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    modules = {line.split("|")[-1].strip().split(".")[0] for line in imp.stderr.splitlines() if "|" in line}
+    assert "distro" in modules  # the OS facts (on this Linux machine)
+    assert not {"rich", "requests", "cpuinfo"} & modules
+
+
+# ------------------------------------------------------------------------------------------------
+# 80 columns, and pipes
+
+
+def test_80_columns_header_wraps_between_parts_and_no_line_has_trailing_spaces(cli):
+    for root in (STRIX, RTX5090, CPU_ONLY):
+        r = cli("--root", root, "--all", "--allow-missing", env={"COLUMNS": "80"})
+        assert r.rc == 0
+        lines = r.out.splitlines()
+        assert all(len(x) <= 80 for x in lines), max(lines, key=len)
+        assert not [x for x in lines if x != x.rstrip()]
+        header = lines[:lines.index("")]
+        joined = " ".join(header)
+        assert joined.endswith("accelerator-first")
+        for x in header[:-1]:
+            assert x.endswith(" ·"), header  # broken after a separator, never inside a part
+    r = cli("--root", STRIX, "llamacpp", env={"COLUMNS": "80"})
+    assert "linux · ubuntu 24.04 · 6.14.0-33-generic · x86_64 · lemonade · stable ·\naccelerator-first" in r.out
+
+
+def test_in_a_pipe_lines_are_neither_wrapped_nor_padded(cli):
+    r = cli("llamacpp", "--root", CPU_ONLY, env={"COLUMNS": ""})
+    lines = r.out.splitlines()
+    assert lines[0].endswith("accelerator-first")
+    assert not [x for x in lines if x != x.rstrip()]
+    [vulkan] = [x for x in lines if re.match(r"✓ +vulkan ", x)]
+    assert vulkan.endswith("runs on the CPU: No AMD GPU found")  # one line, however long
+
+
+def test_matrix_at_80_columns_cuts_no_word_and_sorts_sm_targets_as_numbers(cli):
+    from selector import catalog, render
+
+    for cat in ("lemonade", "localai"):
+        r = cli("--catalog", cat, "matrix", env={"COLUMNS": "80"})
+        assert r.rc == 0
+        assert all(len(x) <= 80 for x in r.out.splitlines())
+        assert "…" not in r.out
+        words = set(r.out.split())
+        c = catalog.load(cat)
+        for name in c.recipes:
+            for cells in render.matrix_rows(c, name):
+                for w in " ".join(cells).split():
+                    assert w in words, (cat, name, w)
+    r = cli("matrix", "llamacpp", env={"COLUMNS": "200"})
+    lists = re.findall(r"nvidia_gpu \(([^)]*)\)", r.out)  # the row's targets (the CUDA build names its own too)
+    assert lists
+    for found in lists:
+        sms = re.findall(r"sm_(\d+)", found)
+        assert sms == sorted(sms, key=int) and "75" in sms and "120" in sms
+
+
+# ------------------------------------------------------------------------------------------------
+# shell completion (click's)
+
+
+def _complete(cli, words, shell="bash"):
+    env = {"_PICK_BACKEND_COMPLETE": f"{shell}_complete", "COMP_WORDS": " ".join(words),
+           "COMP_CWORD": str(len(words) - 1)}
+    r = cli(env=env)
+    assert r.rc == 0, r.err
+    return [x.split(",", 1)[1] for x in r.out.splitlines() if "," in x]
+
+
+def test_completion_names_recipes_backends_and_catalogs(cli):
+    assert "llamacpp" in _complete(cli, ["pick-backend", "lla"])
+    assert "probe" in _complete(cli, ["pick-backend", "pro"])
+    assert set(_complete(cli, ["pick-backend", "check", "llamacpp", ""])) == \
+        {"system", "metal", "cuda", "vulkan", "rocm", "cpu", "nathanw", "halobox"}
+    assert _complete(cli, ["pick-backend", "llamacpp", "--backend", "ro"]) == ["rocm"]
+    assert {"lemonade", "localai"} <= set(_complete(cli, ["pick-backend", "--catalog", ""]))
+    assert "strata" in _complete(cli, ["pick-backend", "--catalog", "localai", "str"])
+    for shell in ("bash", "zsh", "fish"):
+        r = cli(env={"_PICK_BACKEND_COMPLETE": f"{shell}_source"})
+        assert r.rc == 0 and "_PICK_BACKEND_COMPLETE" in r.out, shell
+
+
+# ------------------------------------------------------------------------------------------------
+# dependencies: distro reads the OS facts, never outside a capture; CPU features
+
+
+def _capture(tmp_path, files, links=()):
+    root = tmp_path / "cap"
+    (root / "fs").mkdir(parents=True)
+    (root / "capture.json").write_text(json.dumps({"format": 1, "platform": {"system": "Linux", "machine": "x86_64"}}))
+    for path, text in files.items():
+        p = root / "fs" / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for path, target in links:
+        p = root / "fs" / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, p)
+    return root
+
+
+def test_distro_reads_the_capture_normalised_like_distro(cli, tmp_path):
+    root = _capture(tmp_path, {"usr/lib/os-release": 'ID="opensuse-leap"\nVERSION_ID="15.6"\nID_LIKE="suse opensuse"\n'},
+                    [("etc/os-release", "../usr/lib/os-release")])
+    d = cli("--root", str(root), "probe", "--json").json()["os"]["distro"]
+    assert d == {"id": "opensuse", "version": "15.6", "like": "suse opensuse"}  # distro's NORMALIZED_OS_ID
+
+
+def test_distro_never_reads_outside_a_capture(cli, tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "etc").mkdir(parents=True)
+    (outside / "etc" / "os-release").write_text('ID=escaped\nVERSION_ID="6.6.6"\n')
+    (outside / "etc" / "redhat-release").write_text("Escaped Linux release 6.6.6 (Evil)\n")
+    inside = {"usr/lib/os-release": "ID=inside\n"}  # no VERSION_ID: distro looks at /etc/*-release too
+    for i, links in enumerate([[("etc/os-release", str(outside / "etc" / "os-release"))],   # absolute
+                               [("etc/os-release", "../../../outside/etc/os-release")],     # .. past the root
+                               [("etc", str(outside / "etc"))],                             # the directory
+                               [("etc/redhat-release", str(outside / "etc" / "redhat-release"))]]):
+        sub = tmp_path / f"t{i}"
+        sub.mkdir()
+        root = _capture(sub, inside, links)
+        os.symlink(outside, sub / "outside")  # where the relative escape lands
+        r = cli("--root", str(root), "probe", "--json")
+        assert r.rc == 0, r.err
+        assert r.json()["os"]["distro"]["id"] == "inside", links
+        assert "escaped" not in r.out.lower() and "6.6.6" not in r.out, links
+
+
+@pytest.mark.parametrize("name,has,lacks", [
+    # Ryzen AI Max+ 395 (Zen 5): AVX-512 with VNNI and BF16; no AMX (an Intel feature)
+    ("linux-ubuntu24.04-strix-halo", {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"},
+     {"amx_tile", "sve"}),
+    # Raspberry Pi 5 (Cortex-A76, Armv8.2-A): dotprod, but neither i8mm (v8.6) nor SVE
+    ("linux-raspberrypi-pi5-arm64", {"asimd", "asimddp"}, {"i8mm", "sve", "avx2"}),
+])
+def test_cpu_features_come_from_proc_cpuinfo(cli, name, has, lacks):
+    cpu = cli("--root", machine(name), "probe", "--json").json()["cpu"]
+    feats = set(cpu["features"])
+    assert has <= feats and not lacks & feats, sorted(feats)
+    assert feats <= set(cpu["flags"]) and cpu["features"] == sorted(cpu["features"])
+    assert cpu["detailed"] is None
+    human = cli("--root", machine(name), "probe")
+    assert "CPU features: " + " ".join(cpu["features"]) in human.out
+
+
+def test_probe_detailed_shows_what_py_cpuinfo_adds(cli):
+    r = cli("probe", "--detailed", "--json")
+    assert r.rc == 0, r.err
+    det = r.json()["cpu"]["detailed"]
+    assert det["source"].startswith("py-cpuinfo")
+    human = cli("probe", "--detailed")
+    assert "source: py-cpuinfo" in human.out
+    assert "source: py-cpuinfo" not in cli("probe").out
+
+
+def test_every_declared_dependency_is_imported_somewhere():
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        block = re.search(r"(?ms)^dependencies = \[(.*?)^\]", f.read()).group(1)
+    deps = re.findall(r'"([^"]+)"', block)
+    assert "platformdirs" not in block  # Lemonade's cache path is ~/.cache/lemonade on every OS
+    modules = {"click": "click", "rich": "rich", "requests": "requests", "distro": "distro", "py-cpuinfo": "cpuinfo",
+               "nvidia-ml-py": "pynvml", "pyamdgpuinfo": "pyamdgpuinfo", "py7zr": "py7zr"}
+    code = ""
+    for pkg in ("probes", "selector"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, pkg)):
+            code += "".join(open(os.path.join(dirpath, f), encoding="utf-8").read() for f in files if f.endswith(".py"))
+    for dep in deps:
+        name = re.split(r"[<>=;\s]", dep, maxsplit=1)[0]
+        assert name in modules, f"{name} is declared but nothing says what it is for"
+        assert re.search(rf"(?m)^\s*(import|from) {modules[name]}\b", code), f"{name} is declared and never imported"
+
+
+def test_profile_stdin_on_a_terminal_says_to_pipe_one_in_instead_of_waiting():
+    import pty
+    import sys
+
+    pid, fd = pty.fork()
+    if pid == 0:  # stdin, stdout and stderr are the terminal, as for a person who forgot the pipe
+        os.execvp(sys.executable, [sys.executable, "-m", "selector", "--profile", "-", "llamacpp"])
+    import select
+    import signal
+
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 30)
+        if not ready:  # still waiting for the keyboard: the defence is gone
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("--profile - on a terminal waited for input")
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 5
+    assert b"pipe one in" in out
+
+
+def test_json_nested_too_deeply_is_a_bad_input_not_a_crash(cli, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for args in (["--config", str(deep), "llamacpp"], ["--profile", str(deep), "llamacpp"],
+                 ["--catalog", str(deep), "llamacpp"]):
+        r = cli(*args)
+        no_traceback(r)
+        assert r.rc == 5 and "nested too deeply" in r.err and str(deep) in r.err, args
+    r = cli("--profile", "-", "llamacpp", "--json", input=deep.read_text())
+    assert r.rc == 5 and "nested too deeply" in r.out
+
+
+def test_arguments_that_are_not_utf8_are_shown_as_bytes():
+    import subprocess
+    import sys
+
+    r = subprocess.run([os.fsencode(sys.executable), b"-m", b"selector", b"llama\xffcpp", b"--json"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert b"unknown recipe 'llama\\xffcpp'" in r.stderr
+    assert json.loads(r.stdout)["exit"] == 2
