@@ -71,7 +71,7 @@ def visible_order(spec: str | None, count: int, uuids: list[str | None] | None =
         token = token.strip()
         if not token:
             break
-        if token.lstrip("-").isdigit():
+        if token.lstrip("-").isdecimal():
             i = int(token)
             if i < 0 or i >= count or i in out:
                 break

@@ -90,7 +90,7 @@ def probe_os(host, profile) -> None:
     build = s.get("str", "current_version", "CurrentBuildNumber") or s.get("str", "current_version", "CurrentBuild")
     if not build and version.count(".") >= 2:
         build = version.split(".")[2]
-    if build and not build.isdigit():
+    if build and not build.isdecimal():
         profile.warn("os", f"windows.current_version.CurrentBuildNumber {build!r} is not a number; ignored")
         build = None
     p.version = version or (f"10.0.{build}" if build else host.release)
@@ -443,7 +443,7 @@ def read_live() -> dict:
     display = tables.load("windows")["display_class"]
     part("display_adapters", lambda: _each(errors, "display_adapters",
                                            {k: rf"{CLASS_KEY}\{display}\{k}" for k in _reg_subkeys(rf"{CLASS_KEY}\{display}")
-                                            if k.isdigit()}, ADAPTER_VALUES))
+                                            if k.isdecimal()}, ADAPTER_VALUES))
     part("present_drivers", _present_drivers)
     part("pci_enum", lambda: _pci_enum(errors, "pci_enum", _is_npu))
     part("display_enum", lambda: _pci_enum(errors, "display_enum", _is_gpu))

@@ -29,7 +29,7 @@ def _target_profile(base, gfx, sm, os_name, arch):
         p.amd_gpus.append(AmdGpu(index=0, name=f"target {gfx}", gfx=gfx, gfx_effective=gfx, source="target"))
     if sm:
         major, minor = sm[3:-1], sm[-1]
-        cc = [int(major), int(minor)] if major.isdigit() and minor.isdigit() else None
+        cc = [int(major), int(minor)] if major.isdecimal() and minor.isdecimal() else None
         p.nvidia_gpus.append(NvidiaGpu(index=0, name=f"target {sm}", sm=sm, compute_capability=cc, source="target"))
     if os_name == "macos" and arch == "arm64":
         p.metal = Metal(available=True, chip="target")

@@ -175,3 +175,22 @@ def test_unreadable_kfd_node_is_hidden_not_an_error(tmp_path):
     prof = probe(host)
     assert len(prof.amd_gpus) == 1 and prof.amd_gpus[0].visible is False
     assert not [w for w in prof.warnings if w.probe == "amd_gpu" and "failed" in w.message]
+
+
+@pytest.mark.parametrize("value", ["¹", "²,0", "1,¹", "١"])
+def test_visible_devices_with_unicode_digits_never_fail_the_probe(tmp_path, value):
+    # str.isdigit() accepts '¹', which int() refuses: a probe must not fail on such a value
+    import shutil
+
+    from conftest import machine
+    from probes import probe
+    from probes.host import CaptureHost
+
+    root = tmp_path / "m"
+    shutil.copytree(machine("linux-ubuntu24.04-7950x-rx7900xtx"), root, symlinks=True)
+    cap = json.loads((root / "capture.json").read_text())
+    cap["env"] = {"HIP_VISIBLE_DEVICES": value, "CUDA_VISIBLE_DEVICES": value}
+    (root / "capture.json").write_text(json.dumps(cap))
+    prof = probe(CaptureHost(str(root)))
+    assert not [w for w in prof.warnings if "probe failed" in w.message], prof.warnings
+    assert prof.amd_gpus

@@ -171,7 +171,7 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
     if not nodes:
         return None
     gpus = []
-    for node in sorted(nodes, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+    for node in sorted(nodes, key=lambda n: (not n.isdecimal(), int(n) if n.isdecimal() else 0, n)):
         try:
             text = host.read(f"{KFD}/{node}/properties")
         except PermissionError:
@@ -201,7 +201,7 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
             bus_id = f"{domain or 0:04x}:{loc >> 8:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
         if (minor is None or minor < 0) and bus_id:  # old kernels: no drm_render_minor
             for entry in host.listdir(f"/sys/bus/pci/devices/{bus_id}/drm"):
-                if entry.startswith("renderD") and entry[7:].isdigit():
+                if entry.startswith("renderD") and entry[7:].isdecimal():
                     minor = int(entry[7:])
         facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
         device = facts.get("device") or (f"0x{device_id:04x}" if device_id is not None else "")
@@ -288,14 +288,14 @@ def _render_node(host, entry: str, bus_id: str | None) -> str | None:
     if entry.startswith("renderD"):
         return f"/dev/dri/{entry}"
     for name in host.listdir(f"{DRM}/{entry}/device/drm"):
-        if name.startswith("renderD") and name[7:].isdigit():
+        if name.startswith("renderD") and name[7:].isdecimal():
             return f"/dev/dri/{name}"
     return None
 
 
 def _is_device_entry(name: str) -> bool:
     for prefix in ("card", "renderD"):
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
+        if name.startswith(prefix) and name[len(prefix):].isdecimal():
             return True
     return False
 
@@ -306,7 +306,7 @@ def parse_override(value: str) -> str | None:
     if v.startswith("gfx") and len(v) > 3 and v[3:].isalnum():
         return v
     parts = v.split(".")
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
+    if len(parts) == 3 and all(p.isdecimal() for p in parts):
         major, minor, step = (int(p) for p in parts)
         if minor < 16 and step < 16:
             return "gfx%d%x%x" % (major, minor, step)

@@ -20,7 +20,7 @@ def probe(host, profile) -> None:
         name = row["name"] if row else f"Intel GPU [8086:{dev}]"
         render = None
         for entry in host.listdir(f"{pci.BASE}/{d.bus_id}/drm"):
-            if entry.startswith("renderD") and entry[7:].isdigit():
+            if entry.startswith("renderD") and entry[7:].isdecimal():
                 render = f"/dev/dri/{entry}"
         gpu = IntelGpu(name=name, pci=PCI(vendor="0x8086", device=d.device or "", revision=d.revision,
                                           bus_id=d.bus_id), arc=bool(row and row.get("arc")), index=len(gpus),

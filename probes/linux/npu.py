@@ -21,7 +21,7 @@ def probe(host, profile) -> None:
     table = tables.load("amd_npu")
     accel = {}
     for node in host.listdir("/sys/class/accel"):
-        if node.startswith("accel") and node[5:].isdigit():
+        if node.startswith("accel") and node[5:].isdecimal():
             target = host.link_name(f"/sys/class/accel/{node}/device")
             if target:
                 accel[target] = node

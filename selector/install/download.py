@@ -123,7 +123,7 @@ def retry_after(r) -> float | None:
     if not v:
         return None
     v = v.strip()
-    if v.isdigit():
+    if v.isdecimal():
         return float(v)
     try:
         from email.utils import parsedate_to_datetime

@@ -147,7 +147,7 @@ def short_tag(tag: str) -> str:
     """sd.cpp's asset version: ``master-820-de298c2`` -> ``master-de298c2`` (the middle part dropped when it
     is a number), else the tag unchanged (Lemonade sdcpp_server.cpp:93-115)."""
     parts = tag.split("-", 2)
-    if len(parts) == 3 and parts[1].isdigit():
+    if len(parts) == 3 and parts[1].isdecimal():
         return f"{parts[0]}-{parts[2]}"
     return tag
 
