@@ -259,8 +259,8 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")
         if d.run_env and d.ok:
-            con.print(Text.assemble("  run with: ", (" ".join(f"{k}={v}" for k, v in d.run_env.items()), "bold"),
-                                    (f"  ({_env_words(d)})", "dim")))
+            con.print(Text.assemble("  run with: ", (" ".join(f"{k}={v}" for k, v in d.run_env.items()), "bold")))
+            con.print(Text(f"  ({_env_words(d)})", style="dim"))
         chosen = d.verdict(d.backend) if d.backend and d.ok else None
         if chosen is not None and chosen.extra.get("install") and not own:  # catalog display fields
             con.print(Text.assemble("  install: ", (chosen.extra["install"], "bold")))
