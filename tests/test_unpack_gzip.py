@@ -1,0 +1,35 @@
+"""A .tar.gz unpacks the same through ISA-L (python-isal, the fast path when installed) and through
+the standard library (the fallback): same files, same bytes, same refusals."""
+
+import io
+import os
+import sys
+import tarfile
+
+import pytest
+
+from selector.install import unpack
+
+
+def _tgz(path, entries):
+    with tarfile.open(path, "w:gz") as t:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            t.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("decoder", ["isal", "stdlib"])
+def test_tar_gz_unpacks_through_either_decoder(tmp_path, monkeypatch, decoder):
+    if decoder == "isal":
+        pytest.importorskip("isal")
+    else:
+        monkeypatch.setitem(sys.modules, "isal", None)  # import isal -> ImportError: the fallback
+    blob = os.urandom(300_000)
+    _tgz(tmp_path / "a.tar.gz", [("bin/llama-server", b"#!/bin/sh\n"), ("lib/libggml.so", blob)])
+    unpack.extract(str(tmp_path / "a.tar.gz"), str(tmp_path / "out"))
+    assert (tmp_path / "out" / "lib" / "libggml.so").read_bytes() == blob
+    _tgz(tmp_path / "evil.tar.gz", [("../escape", b"x")])
+    with pytest.raises(unpack.ArchiveError):
+        unpack.extract(str(tmp_path / "evil.tar.gz"), str(tmp_path / "out2"))
+    assert not (tmp_path / "escape").exists()
