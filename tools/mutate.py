@@ -274,10 +274,10 @@ def main(argv=None) -> int:
                     print(f"{module}:{m.line}: #{m.index} {m.desc}    | {lines[m.line - 1].strip()}")
                 print(f"{module}: {len(muts)} mutants")
                 continue
-            tests = args.tests or [t for t in tests_for(module) if os.path.exists(os.path.join(ROOT, t))]
             if copy is None:
                 copy = make_copy()
                 _check_copy_is_imported(copy)
+            tests = args.tests or [t for t in tests_for(module) if os.path.exists(os.path.join(copy, t))]
             target = os.path.join(copy, module)
             with open(target, "w", encoding="utf-8") as f:
                 f.write(source)
