@@ -264,3 +264,33 @@ def test_unknown_builtin_catalog_names_the_builtins(tmp_path):
     r = run_cli("--root", machine(CPU_VM), "--catalog", "lemonad", "llamacpp")
     assert r.rc == 5
     assert "lemonad.json" in r.err and "lemonade, localai" in r.err
+
+
+# -- the channel a recipe offers ---------------------------------------------------------------
+
+
+STRIX_7900 = "linux-ubuntu24.04-7950x-rx7900xtx"
+
+
+def test_stable_only_recipe_clamps_the_nightly_channel():
+    """sd-cpp ships ROCm builds on the stable channel only (its rocm_channels); asking for nightly
+    gives nightly to llamacpp and stable to sd-cpp."""
+    r = run_cli("--root", machine(STRIX_7900), "--channel", "nightly", "sd-cpp", "llamacpp", "--json")
+    assert r.rc == 0, r.err
+    recs = r.json()["recipes"]
+    assert recs["sd-cpp"]["channel"] == "stable"
+    assert recs["llamacpp"]["channel"] == "nightly"
+
+
+@pytest.mark.parametrize("offered,asked,want", [
+    (["nightly"], "stable", "nightly"),  # the first channel the recipe offers
+    (["stable", "nightly"], "nightly", "nightly"),
+    ([], "nightly", "nightly"),  # no ROCm channels listed: the setting stands
+])
+def test_channel_clamp_follows_the_catalog(tmp_path, offered, asked, want):
+    data = base()
+    data["recipes"]["r"]["rocm_channels"] = offered
+    path = write(tmp_path, data)
+    r = run_cli("--root", machine(STRIX_7900), "--catalog", path, "--channel", asked, "r", "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["recipes"]["r"]["channel"] == want
