@@ -161,6 +161,9 @@ def test_check_alone_reports_the_arch_too():
     assert requires.check(engine.Machine(p), row) == "the image is built for x86_64 only (found arm64)"
     p.cpu.arch = "x86_64"
     assert requires.check(engine.Machine(p), row) == ""
+    bare = catalog.parse({"schema_version": 1, "name": "t", "recipes": {"r": {"rows": [
+        {"backend": "b", "os": ["linux"], "devices": {"cpu": []}}]}}}).recipes["r"].rows[0]
+    assert requires.check(engine.Machine(p), bare) == ""
 
 
 # -- the `system` row through the CLI -------------------------------------------------------------
