@@ -5,6 +5,7 @@ a few cases go through the real CLI to pin the exit code and the message on stde
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -112,19 +113,21 @@ def test_gates_and_exclusions_are_found_by_recipe_backend_and_device_type(tmp_pa
 def test_optional_fields_are_kept_for_the_verdict(tmp_path):
     data = base()
     row = data["recipes"]["r"]["rows"][0]
-    row.update(requires={"executable": "x", "arch": ["x86_64"], "nvidia_driver_min": "580", "glibc_min": "2.39",
+    row.update(tier="guest", format="python", requires={"executable": "x", "arch": ["x86_64"], "nvidia_driver_min": "580", "glibc_min": "2.39",
                          "macos_min": "15", "boards": ["rk3588"]},
                note="n", family_reason="no kernels for {family}", install="get it",
                device_notes={"amd_gpu": "a note"}, env={"A": "1"})
     data["recipes"]["r"]["homepage"] = "h"
-    data["no_fit_reason"] = "nothing for {recipe}"
+    data.update(no_fit_reason="nothing for {recipe}", title="Mine", source="somewhere", device_types=["cpu"])
     c = catalog.load(write(tmp_path, data))
+    assert (c.title, c.source) == ("Mine", "somewhere")
     r0 = c.recipes["r"].rows[0]
     assert r0.requires["nvidia_driver_min"] == "580" and r0.note == "n"
     assert r0.extra == {"family_reason": "no kernels for {family}", "install": "get it",
                         "device_notes": {"amd_gpu": "a note"}, "env": {"A": "1"}}
     assert c.recipes["r"].extra == {"homepage": "h"}
-    assert c.extra["no_fit_reason"] == "nothing for {recipe}"
+    assert c.extra == {"no_fit_reason": "nothing for {recipe}"}
+    assert (r0.tier, r0.format) == ("guest", "python")
 
 
 def test_builtin_names_and_paths_resolve():
@@ -132,7 +135,15 @@ def test_builtin_names_and_paths_resolve():
     assert catalog.resolve_path("localai").endswith("catalogs/localai.json")
     assert catalog.resolve_path("./mine.json") == "./mine.json"
     assert catalog.resolve_path("mine.json") == "mine.json"
+    assert catalog.resolve_path("mine") == os.path.join(catalog.CATALOG_DIR, "mine.json")
     assert catalog.load("localai").name == "localai"
+    assert catalog.load().name == "lemonade"  # the default catalog
+
+
+def test_parse_without_a_path_names_the_catalog():
+    with pytest.raises(InputError) as e:
+        catalog.parse({"schema_version": 1})
+    assert str(e.value).startswith("<catalog>: name: ")
 
 
 def test_version_pins_skip_comment_keys():

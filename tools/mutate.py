@@ -17,7 +17,7 @@ Operators: comparison flips (== !=, < <=, > >=, in / not in, is / is not), and <
 ``not``, arithmetic and shift flips, True <-> False, n -> n + 1, identifier-like strings changed,
 ``return x`` -> ``return None``, ``x = e`` -> ``x = None``, a call statement deleted (a warning
 never issued, an item never appended), continue <-> break.  Message wording is left alone: strings
-with spaces, f-strings and docstrings are not mutated, nor annotations.  A line ending in
+with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports.  A line ending in
 ``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the line above).
 """
 
@@ -67,7 +67,7 @@ SYM = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", a
 
 
 def _skipped_nodes(tree) -> set[int]:
-    """ids of nodes never mutated: docstrings, annotations, f-strings, __future__ imports."""
+    """ids of nodes never mutated: docstrings, annotations, decorators, f-strings, imports."""
     skip: set[int] = set()
 
     def all_of(node):
@@ -80,6 +80,9 @@ def _skipped_nodes(tree) -> set[int]:
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                     and isinstance(body[0].value.value, str):
                 all_of(body[0])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for dec in node.decorator_list:  # @lru_cache(maxsize=8): tuning, not behaviour
+                all_of(dec)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
             all_of(node.returns)
         if isinstance(node, ast.arg) and node.annotation is not None:
