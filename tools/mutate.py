@@ -16,9 +16,10 @@ Slow (one pytest run per mutant): never part of .ci/run.  See docs/testing.md.
 Operators: comparison flips (== !=, < <=, > >=, in / not in, is / is not), and <-> or, dropping a
 ``not``, arithmetic and shift flips, True <-> False, n -> n + 1, identifier-like strings changed,
 ``return x`` -> ``return None``, ``x = e`` -> ``x = None``, a call statement deleted (a warning
-never issued, an item never appended), continue <-> break.  Message wording is left alone: strings
-with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports.  A line ending in
-``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the line above).
+never issued, an item never appended), continue <-> break. Message wording is left alone: strings
+with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports. A
+line ending in ``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the
+line above).
 """
 
 from __future__ import annotations
