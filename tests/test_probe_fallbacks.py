@@ -139,10 +139,46 @@ def test_kfd_nodes_are_taken_in_numeric_order(tmp_path):
 
 def test_kfd_gpu_of_unknown_device_is_named_by_its_target(tmp_path):
     c = Capture(tmp_path)
-    c.kfd_node(1, **kfd_gpu(110501, 0x1234))
+    c.kfd_node(1, **kfd_gpu(110501, 0x0001))
+    c.kfd_node(2, **kfd_gpu(110000, 0x0002))
+    a, b = c.profile().amd_gpus
+    assert (a.gfx, a.name) == ("gfx1151", "AMD GPU (gfx1151)")
+    assert a.integrated is True  # gfx1151 is an APU target (Strix Halo)
+    assert (b.name, b.integrated) == ("AMD GPU (gfx1100)", False)
+
+
+def test_kfd_node_with_only_its_target(tmp_path):
+    """A KFD node that names no PCI ids or location: still an AMD GPU of that target."""
+    c = Capture(tmp_path)
+    c.file("sys/class/kfd/kfd/topology/nodes/1/properties", "simd_count 80\ngfx_target_version 110000\n")
     (g,) = c.profile().amd_gpus
-    assert (g.gfx, g.name) == ("gfx1151", "AMD GPU (gfx1151)")
-    assert g.integrated  # gfx1151 is an APU target (Strix Halo)
+    assert (g.gfx, g.name, g.pci.vendor, g.pci.device, g.pci.bus_id) == ("gfx1100", "AMD GPU (gfx1100)", "0x1002", "", None)
+
+
+class HiddenHost(CaptureHost):
+    """A capture whose listed files raise PermissionError, as files hidden by a container's cgroup
+    or a restrictive mode do (the Host contract: read raises PermissionError)."""
+
+    def __init__(self, root, hidden):
+        super().__init__(root)
+        self.hidden = set(hidden)
+
+    def read(self, path):
+        if path in self.hidden:
+            raise PermissionError(13, "Permission denied", path)
+        return super().read(path)
+
+
+def test_kfd_node_that_cannot_be_read_is_reported_hidden(tmp_path):
+    c = Capture(tmp_path)
+    c.kfd_node(1, **kfd_gpu(110000, 29772, location_id=0x03 << 8))
+    c.kfd_node(2, **kfd_gpu(100300, 29631, location_id=0x0a << 8))
+    c.kfd_node(3, **kfd_gpu(110501, 0x1586, location_id=0xc5 << 8))
+    p = probe(HiddenHost(c.root, {"/sys/class/kfd/kfd/topology/nodes/2/properties"}))
+    a, hidden, b = p.amd_gpus
+    assert (a.gfx, b.gfx) == ("gfx1100", "gfx1151")  # the nodes after it are still read
+    assert hidden.visible is False and hidden.gfx is None and hidden.source == "kfd"
+    assert "2" in hidden.name and "hidden" in hidden.name
 
 
 def test_kfd_implausible_and_empty_nodes_are_skipped_with_a_warning(tmp_path):
@@ -180,13 +216,20 @@ def test_mi300a_is_an_apu_and_mi300x_is_not_with_the_same_gc(tmp_path, device_id
     assert ("MI300A" if integrated else "MI300X") in g.name
 
 
+@pytest.mark.parametrize("device_id,integrated", [(0x74a0, True), (0x74a1, False), (0x744c, False)])
+def test_without_gc_the_device_table_decides(tmp_path, device_id, integrated):
+    c = Capture(tmp_path)
+    c.kfd_node(1, **kfd_gpu(90402 if device_id != 0x744c else 110000, device_id, location_id=0x02 << 8))
+    assert c.profile().amd_gpus[0].integrated is integrated
+
+
 def test_apu_by_gc_version_even_for_an_unknown_device(tmp_path):
     c = Capture(tmp_path)
-    c.kfd_node(1, **kfd_gpu(110003, 0x15bf, minor=128))
-    c.amd_gpu("0000:c4:00.0", "0x15bf", gc="11.0.1", render=128)  # Phoenix: GC 11.0.1 is an APU
+    c.kfd_node(1, **kfd_gpu(110003, 0x0001, minor=128))
+    c.amd_gpu("0000:c4:00.0", "0x0001", gc="11.0.1", render=128)  # GC 11.0.1 (Phoenix) is an APU
     c2 = Capture(tmp_path / "dgpu")
-    c2.kfd_node(1, **kfd_gpu(110000, 0x7999, minor=128))
-    c2.amd_gpu("0000:03:00.0", "0x7999", gc="11.0.0", render=128)  # not in the table, GC says discrete
+    c2.kfd_node(1, **kfd_gpu(110000, 0x0002, minor=128))
+    c2.amd_gpu("0000:03:00.0", "0x0002", gc="11.0.0", render=128)  # not in the table, GC says discrete
     assert c.profile().amd_gpus[0].integrated is True
     assert c2.profile().amd_gpus[0].integrated is False
 
@@ -201,7 +244,7 @@ UIDS = [int(h[4:], 16) for h in HEX]  # KFD's unique_id is the same number in de
 def three_gpus(tmp_path, env):
     c = Capture(tmp_path, env=env)
     for i, (uid, gfx) in enumerate(zip(UIDS, (90402, 110000, 100300))):
-        c.kfd_node(i + 1, **kfd_gpu(gfx, 0x1234, location_id=(i + 1) << 8, unique_id=uid))
+        c.kfd_node(i + 1, **kfd_gpu(gfx, 0x0001, location_id=(i + 1) << 8, unique_id=uid))
     return c.profile()
 
 
@@ -224,6 +267,8 @@ def test_visible_devices(tmp_path, env, want):
     p = three_gpus(tmp_path, env)
     assert len(p.amd_gpus) == 3  # hidden GPUs are still reported
     assert visible(p) == want
+    assert all(g.visible is True or g.visible is False for g in p.amd_gpus)
+    assert [g.integrated for g in p.amd_gpus] == [False] * 3  # neither an APU target nor a known APU
 
 
 # -- AMD: HSA_OVERRIDE_GFX_VERSION -----------------------------------------------------------------
@@ -258,19 +303,22 @@ def test_drm_fallback_names_ids_and_targets(tmp_path):
     c = Capture(tmp_path)
     c.amd_gpu("0000:03:00.0", "0x744c", gc="11.0.0", vram=25753026560, card=1, render=128)  # GC known
     c.amd_gpu("0000:07:00.0", "0x73bf", card=2, render=129)  # no ip_discovery: the PCI table
-    c.amd_gpu("0000:0c:00.0", "0x7fff", card=10)  # neither: target unknown
+    c.amd_gpu("0000:0c:00.0", "0x0001", card=10)  # neither: target unknown
+    c.amd_gpu("0000:0d:00.0", "0x744c", render=130)  # a render node only, after the duplicates
+    c.link("sys/class/drm/card1-DP-1", "../../devices/pci0000:00/0000:03:00.0/drm/card1/card1-DP-1")  # a connector
     c.pci("0000:03:00.1", "0x1002", "0xab30", "0x040300", driver="snd_hda_intel")  # its HDMI audio
     c.drm("card3", "0000:03:00.1")
     p = c.profile()
-    a, b, u = p.amd_gpus  # card1 and renderD128 are one GPU; the audio function is none
+    a, b, u, r = p.amd_gpus  # card1 and renderD128 are one GPU; the audio function is none
     assert (a.gfx, a.source, a.pci.device, a.pci.bus_id, a.vram_bytes) == (
         "gfx1100", "drm", "0x744c", "0000:03:00.0", 25753026560)
     assert "7900 XTX" in a.name and a.driver == "amdgpu" and a.pci.revision == "0xc8"
     assert (b.gfx, b.source, b.pci.bus_id) == ("gfx1030", "pci-table", "0000:07:00.0") and "6800" in b.name
-    assert (u.gfx, u.name, u.pci.device) == (None, "AMD GPU", "0x7fff")
-    assert [g.index for g in p.amd_gpus] == [0, 1, 2]
+    assert (u.gfx, u.name, u.pci.device) == (None, "AMD GPU", "0x0001")
+    assert (r.gfx, r.pci.bus_id) == ("gfx1100", "0000:0d:00.0")
+    assert [g.index for g in p.amd_gpus] == [0, 1, 2, 3]
     w = warnings(p, "amd_gpu")
-    assert any("0x7fff" in m and "0000:0c:00.0" in m and "unknown" in m for m in w), w
+    assert any("0x0001" in m and "0000:0c:00.0" in m and "unknown" in m for m in w), w
     assert any("/sys/class/kfd" in m and "/dev/kfd" in m for m in w), w  # ROCm cannot run here
 
 
@@ -281,6 +329,16 @@ def test_drm_gc_missing_from_the_map_falls_back_to_the_table_with_a_warning(tmp_
     (g,) = p.amd_gpus
     assert (g.gfx, g.source) == ("gfx1100", "pci-table")
     assert any("13.9.9" in m for m in warnings(p, "amd_gpu"))
+
+
+def test_drm_partial_gc_version_is_no_gc_version(tmp_path):
+    c = Capture(tmp_path)
+    c.amd_gpu("0000:03:00.0", "0x744c", gc="11.0.0", render=128)
+    os.remove(os.path.join(c.fs, PCI, "0000:03:00.0/ip_discovery/die/0/GC/0/revision"))
+    p = c.profile()
+    (g,) = p.amd_gpus
+    assert (g.gfx, g.source) == ("gfx1100", "pci-table")
+    assert not any("GC IP" in m for m in warnings(p, "amd_gpu"))
 
 
 def test_drm_render_nodes_only_and_the_kfd_directory_present(tmp_path):
@@ -324,8 +382,8 @@ def test_bridges_and_usb_controllers_are_not_npus(tmp_path):
     c = Capture(tmp_path)
     ryzen_board(c)
     p = c.profile()
-    assert p.npus == []
-    assert warnings(p, "npu") == []
+    assert p.npus == [] and p.amd_gpus == []
+    assert warnings(p, "npu") == [] and warnings(p, "amd_gpu") == []
 
 
 def strix_npu(c, driver="amdxdna", accel=True, dev_node=True, revision="0x10", device="0x17f0"):
