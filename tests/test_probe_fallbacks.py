@@ -386,9 +386,9 @@ def test_bridges_and_usb_controllers_are_not_npus(tmp_path):
     assert warnings(p, "npu") == [] and warnings(p, "amd_gpu") == []
 
 
-def strix_npu(c, driver="amdxdna", accel=True, dev_node=True, revision="0x10", device="0x17f0"):
-    base = c.pci("0000:c7:00.1", "0x1022", device, "0x118000", revision=revision, driver=driver,
-                 vbnv="RyzenAI-npu4\n")
+def strix_npu(c, driver="amdxdna", accel=True, dev_node=True, revision="0x10", device="0x17f0", vbnv="RyzenAI-npu4\n"):
+    extra = {"vbnv": vbnv} if vbnv is not None else {}
+    base = c.pci("0000:c7:00.1", "0x1022", device, "0x118000", revision=revision, driver=driver, **extra)
     if accel:
         c.link("sys/class/accel/accel0/device", "../../../devices/pci0000:00/0000:c7:00.1")
     if dev_node:
@@ -399,6 +399,7 @@ def strix_npu(c, driver="amdxdna", accel=True, dev_node=True, revision="0x10", d
 def test_bound_npu_with_its_node(tmp_path):
     c = Capture(tmp_path)
     ryzen_board(c)
+    c.pci("0000:c5:00.0", "0x1002", "0x150e", "0x030000", driver="amdgpu")  # the Radeon 890M iGPU
     strix_npu(c)
     p = c.profile()
     (n,) = p.npus
@@ -406,6 +407,16 @@ def test_bound_npu_with_its_node(tmp_path):
     assert n.device_node == "/dev/accel/accel0" and n.name == "RyzenAI-npu4"
     assert (n.pci.vendor, n.pci.device, n.pci.revision, n.pci.bus_id) == ("0x1022", "0x17f0", "0x10", "0000:c7:00.1")
     assert warnings(p, "npu") == []
+
+
+def test_npu_name_is_none_without_a_readable_vbnv(tmp_path):
+    c = Capture(tmp_path)
+    strix_npu(c, vbnv=None)
+    assert c.profile().npus[0].name is None
+    c2 = Capture(tmp_path / "hidden")
+    strix_npu(c2)
+    (n,) = probe(HiddenHost(c2.root, {"/sys/bus/pci/devices/0000:c7:00.1/vbnv"})).npus
+    assert n.name is None and n.driver_bound and n.device_node == "/dev/accel/accel0"
 
 
 def test_npu_revision_picks_the_generation(tmp_path):
@@ -477,7 +488,8 @@ def test_nvml_gpus(tmp_path):
         0, "NVIDIA GeForce RTX 4090", "sm_89", [8, 9], 25757220864, "nvml")
     assert (a.driver_version, a.cuda_driver_version, a.pci.bus_id) == ("570.86.15", 12080, "00000000:01:00.0")
     assert (b.index, b.sm) == (1, "sm_70")
-    assert a.visible and b.visible
+    assert a.visible is True and b.visible is True
+    assert (a.pci.vendor, a.pci.device) == ("0x10de", "")  # NVML gives no PCI device id
     assert warnings(p, "nvidia") == []
 
 
@@ -493,6 +505,7 @@ def test_cuda_visible_devices(tmp_path, spec, want):
     p = nv_profile(tmp_path, env={"CUDA_VISIBLE_DEVICES": spec})
     assert len(p.nvidia_gpus) == 2  # hidden GPUs are still reported
     assert [g.name for g in p.nvidia_gpus if g.visible] == want
+    assert all(g.visible is True or g.visible is False for g in p.nvidia_gpus)
 
 
 def test_nvml_answers_of_the_wrong_type_are_dropped_or_warned(tmp_path):
@@ -541,7 +554,7 @@ def test_without_nvml_pci_cards_are_named_from_the_driver_or_the_table(tmp_path)
     assert u.name == "NVIDIA GPU [10de:0001]"
     assert [g.index for g in p.nvidia_gpus] == [0, 1, 2]
     assert all(g.sm is None and g.source == "pci" and g.driver_version == "550.54.14" for g in p.nvidia_gpus)
-    assert (a.pci.device, a.pci.revision, a.pci.bus_id) == ("0x2204", "0xa1", "0000:01:00.0")
+    assert (a.pci.vendor, a.pci.device, a.pci.revision, a.pci.bus_id) == ("0x10de", "0x2204", "0xa1", "0000:01:00.0")
     w = warnings(p, "nvidia")
     assert len(w) == 3
     assert "0000:01:00.0" in w[0] and "kernel module is not loaded" in w[0]
@@ -558,6 +571,38 @@ def test_unknown_nvml_error_is_named(tmp_path):
     p = Capture(tmp_path, nvml={"error": "Weird"}).profile()
     (w,) = warnings(p, "nvidia")
     assert "Weird" in w
+    p = Capture(tmp_path / "none", nvml={"gpus": None}).profile()  # neither GPUs nor an error class
+    (w,) = warnings(p, "nvidia")
+    assert "unknown error" in w
+
+
+@pytest.mark.parametrize("error,words", [
+    ("LibraryNotFound", "no NVIDIA driver is installed"),
+    ("DriverNotLoaded", "kernel module is not loaded"),
+    ("NoPermission", "permission"),
+    ("LibRmVersionMismatch", "without a reboot"),
+    ("GpuIsLost", "fallen off the bus"),
+    ("FunctionNotFound", "too old"),
+    ("Timeout", "in time"),
+    ("NotSupported", "does not support"),
+    ("Uninitialized", "could not be initialised"),
+    ("Unknown", "unknown error"),
+])
+def test_each_nvml_error_class_is_said_in_words(tmp_path, error, words):
+    """What a user reads when NVML fails with a card on the bus (the pynvml error classes)."""
+    c = Capture(tmp_path, nvml={"error": error})
+    c.pci("0000:01:00.0", "0x10de", "0x2684", "0x030000")
+    (w,) = warnings(c.profile(), "nvidia")
+    assert words in w and "0000:01:00.0" in w and error not in w
+
+
+def test_unreadable_device_tree_is_no_jetson(tmp_path):
+    c = Capture(tmp_path)
+    c.file("proc/device-tree/compatible", "nvidia,tegra234\x00")
+    p = probe(HiddenHost(c.root, {"/proc/device-tree/compatible"}))
+    assert p.nvidia_gpus == []
+    (w,) = warnings(p, "nvidia")
+    assert w.startswith("No NVIDIA driver is installed")
 
 
 # -- NVIDIA: Jetson -------------------------------------------------------------------------------------
@@ -571,7 +616,7 @@ def test_jetson_orin_from_the_device_tree(tmp_path):
            "Release Build  (buildbrain@mobile-u64-6336-d8000)  Tue Jan  7 17:35:12 PST 2025\n")
     p = c.profile()
     (g,) = p.nvidia_gpus
-    assert (g.name, g.sm, g.compute_capability, g.source) == ("Jetson Orin", "sm_87", [8, 7], "jetson")
+    assert (g.index, g.name, g.sm, g.compute_capability, g.source) == (0, "Jetson Orin", "sm_87", [8, 7], "jetson")
     assert g.memory_bytes == 65536000 * 1024  # unified memory: the system's
     assert g.driver_version == "540.4.0" and g.visible
     assert p.board == "Jetson Orin"
@@ -583,7 +628,7 @@ def test_jetson_found_by_nv_tegra_release_alone(tmp_path):
     c.file("etc/nv_tegra_release", "# R36 (release), REVISION: 4.0, GCID: 37537400, BOARD: generic, EABI: aarch64\n")
     p = c.profile()
     (g,) = p.nvidia_gpus
-    assert g.source == "jetson" and p.board
+    assert g.source == "jetson" and "Jetson" in g.name and "Jetson" in p.board
     assert g.memory_bytes == 65536000 * 1024
 
 
