@@ -44,8 +44,8 @@ TESTS = {
                              "tests/test_fixtures.py", "tests/test_decide_cli.py"],
     "selector/engine.py": ["tests/test_requires.py", "tests/test_decide_cli.py", "tests/test_fixtures.py",
                            "tests/test_localai.py", "tests/test_engine_properties.py"],
-    "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py",
-                       "tests/test_host.py"],
+    "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
+    "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
 }
 
 
