@@ -303,6 +303,8 @@ def main(argv=None) -> int:
                     print(f"  [{n}/{len(muts)}] SURVIVED {module}:{m.line} #{m.index} {m.desc}"
                           f"    | {lines[m.line - 1].strip()}" + ("" if m.status == "survived" else f"  ({m.status})"),
                           flush=True)
+                elif n % 25 == 0:
+                    print(f"  [{n}/{len(muts)}] {n - len(survivors)} killed so far", flush=True)
             with open(target, "w", encoding="utf-8") as f:
                 f.write(source)
             killed = len(muts) - len(survivors)
