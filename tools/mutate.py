@@ -29,6 +29,7 @@ import ast
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,7 @@ def main(argv=None) -> int:
 
     copy = None
     totals = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean the scratch copy up on kill too
     try:
         for module in args.modules:
             module = os.path.relpath(os.path.abspath(module), ROOT)
@@ -295,7 +297,10 @@ def main(argv=None) -> int:
             for n, m in enumerate(muts, 1):
                 with open(target, "w", encoding="utf-8") as f:
                     f.write(mutated_source(source, m))
-                m.status, _ = run_tests(copy, tests, timeout)
+                # the first test file alone first: most mutants die there, without collecting the rest
+                m.status, _ = run_tests(copy, tests[:1], timeout)
+                if m.status == "survived" and len(tests) > 1:
+                    m.status, _ = run_tests(copy, tests[1:], timeout)
                 if m.status == "timeout":
                     m.status = "killed"  # an endless loop is caught by the suite's time limit
                 if m.status != "killed":
