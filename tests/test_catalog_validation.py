@@ -305,3 +305,25 @@ def test_channel_clamp_follows_the_catalog(tmp_path, offered, asked, want):
     r = run_cli("--root", machine(STRIX_7900), "--catalog", path, "--channel", asked, "r", "--json")
     assert r.rc == 0, r.err
     assert r.json()["recipes"]["r"]["channel"] == want
+
+
+# -- device types: an accelerator row beats a CPU row listed before it --------------------------
+
+
+@pytest.mark.parametrize("dtype,name", [
+    ("amd_gpu", "linux-ubuntu24.04-7950x-rx7900xtx"),
+    ("nvidia_gpu", "linux-ubuntu24.04-rtx4090"),
+    ("amd_npu", "linux-ubuntu24.04-strix-halo"),
+    ("metal", "macos14-m3max"),
+    ("intel_gpu", "linux-ubuntu24.04-arc-a770"),
+])
+def test_every_accelerator_type_is_preferred_to_the_cpu(dtype, name):
+    from conftest import profile_of
+    from selector import engine
+
+    data = {"schema_version": 1, "name": "t", "recipes": {"r": {"rows": [
+        {"backend": "on-cpu", "os": ["linux", "macos", "windows"], "devices": {"cpu": []}},
+        {"backend": "on-acc", "os": ["linux", "macos", "windows"], "devices": {dtype: []}},
+    ]}}}
+    d = engine.decide(profile_of(name), catalog.parse(data), "r")
+    assert d.backend == "on-acc" and d.device.type == dtype
