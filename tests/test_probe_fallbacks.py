@@ -523,7 +523,7 @@ def test_nvml_answers_of_the_wrong_type_are_dropped_or_warned(tmp_path):
     assert all(g.driver_version is None for g in p.nvidia_gpus)
     w = warnings(p, "nvidia")
     assert any("nvml.gpus[0]" in m for m in w), w
-    assert any("NVIDIA GPU" in m and "/proc/meminfo" in m for m in w), w
+    assert any("NVIDIA GPU" in m and "system memory from /proc/meminfo" in m for m in w), w
 
 
 def test_cuda_visible_devices_by_uuid_through_the_cli(tmp_path):
