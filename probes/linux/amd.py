@@ -249,8 +249,8 @@ def _from_drm(host, profile) -> list[AmdGpu]:
         facts = _drm_facts(host, f"{DRM}/{entry}/device")
         if facts["vendor"] != "0x1002":
             continue
-        if facts["class"] and not facts["class"].startswith("0x03"):
-            continue
+        if facts["class"] and not facts["class"].startswith(("0x03", "0x12")):
+            continue  # display controllers, and processing accelerators (Instinct MI300X: 0x1200)
         key = facts["bus_id"] or entry
         if key in seen:
             continue

@@ -46,7 +46,8 @@ def _driver_version_from_proc(host) -> str | None:
     text = host.read("/proc/driver/nvidia/version") or ""
     for line in text.splitlines():
         if "Kernel Module" in line:
-            parts = line.split("Kernel Module")[1].split()
+            # "Kernel Module  570.86.15  ..." or, the open module, "Kernel Module for x86_64  570.86.15"
+            parts = [p for p in line.split("Kernel Module")[1].split() if p[:1].isdigit()]
             if parts:
                 return parts[0]
     return None

@@ -1,0 +1,331 @@
+"""Mutation testing for pick-backend: small changes to one module, each run against the tests that
+cover it; a mutant the tests still pass is a behaviour nothing pins.
+
+Why our own driver and not mutmut: most tests run the real CLI in a subprocess (``python -m
+selector``), which mutmut's in-process trampolines do not reach.  This driver copies the work tree
+to a scratch directory, writes each mutant into the copy's source file and runs pytest there with
+``PYTHONPATH`` pointing at the copy, so in-process tests and CLI subprocesses alike run the mutant.
+
+    nice -n 15 python tools/mutate.py selector/catalog.py            # the module's mapped tests
+    nice -n 15 python tools/mutate.py probes/linux/amd.py --tests tests/test_probe_fallbacks.py
+    nice -n 15 python tools/mutate.py selector/requires.py --sample 40 --seed 1
+    python tools/mutate.py selector/catalog.py --list                 # the mutants, nothing run
+
+Slow (one pytest run per mutant): never part of .ci/run.  See docs/testing.md.
+
+Operators: comparison flips (== !=, < <=, > >=, in / not in, is / is not), and <-> or, dropping a
+``not``, arithmetic and shift flips, True <-> False, n -> n + 1, identifier-like strings changed,
+``return x`` -> ``return None``, ``x = e`` -> ``x = None``, a call statement deleted (a warning
+never issued, an item never appended), continue <-> break. Message wording is left alone: strings
+with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports. A
+line ending in ``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the
+line above).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# module -> the tests that pin it, fastest-failing first (pytest -x stops at the first failure).
+TESTS = {
+    "selector/catalog.py": ["tests/test_catalog_validation.py", "tests/test_localai.py", "tests/test_decide_cli.py",
+                            "tests/test_guide.py", "tests/test_fixtures.py"],
+    "selector/requires.py": ["tests/test_requires.py", "tests/test_catalog_validation.py", "tests/test_localai.py",
+                             "tests/test_fixtures.py", "tests/test_decide_cli.py"],
+    "selector/engine.py": ["tests/test_requires.py", "tests/test_decide_cli.py", "tests/test_fixtures.py",
+                           "tests/test_localai.py", "tests/test_engine_properties.py"],
+    "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
+    "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
+}
+
+
+def tests_for(module: str) -> list[str]:
+    if module in TESTS:
+        return TESTS[module]
+    pkg = os.path.dirname(module) + "/*"
+    return TESTS.get(pkg, ["tests"])
+
+
+# ---- mutants ----------------------------------------------------------------------------------
+
+CMP = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE,
+       ast.GtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
+       ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd}
+SYM = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.In: "in",
+       ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
+       ast.Div: "/", ast.FloorDiv: "//", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|"}
+
+
+def _skipped_nodes(tree) -> set[int]:
+    """ids of nodes never mutated: docstrings, annotations, decorators, f-strings, imports."""
+    skip: set[int] = set()
+
+    def all_of(node):
+        for n in ast.walk(node):
+            skip.add(id(n))
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                all_of(body[0])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for dec in node.decorator_list:  # @lru_cache(maxsize=8): tuning, not behaviour
+                all_of(dec)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            all_of(node.returns)
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            all_of(node.annotation)
+        if isinstance(node, ast.AnnAssign):
+            all_of(node.annotation)
+        if isinstance(node, ast.JoinedStr):
+            all_of(node)
+        if isinstance(node, ast.ImportFrom):
+            all_of(node)
+    return skip
+
+
+def _mutations(node):
+    """(description, apply) for each mutation of this node; apply(node) changes it in place."""
+    out = []
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            new = CMP.get(type(op))
+            if new:
+                def apply(n, i=i, new=new):
+                    n.ops[i] = new()
+                out.append((f"{SYM[type(op)]} -> {SYM[new]}", apply))
+    elif isinstance(node, ast.BoolOp):
+        new = ast.Or if isinstance(node.op, ast.And) else ast.And
+        out.append(("and -> or" if new is ast.Or else "or -> and", lambda n, new=new: setattr(n, "op", new())))
+    elif isinstance(node, ast.BinOp) and type(node.op) in BIN:
+        if not (isinstance(node.op, ast.Add) and isinstance(node.left, (ast.Constant, ast.JoinedStr))
+                and isinstance(getattr(node.left, "value", None), str)):
+            new = BIN[type(node.op)]
+            out.append((f"{SYM[type(node.op)]} -> {SYM[new]}", lambda n, new=new: setattr(n, "op", new())))
+    elif isinstance(node, ast.Constant):
+        v = node.value
+        if v is True or v is False:
+            out.append((f"{v} -> {not v}", lambda n: setattr(n, "value", not n.value)))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            out.append((f"{v} -> {v + 1}", lambda n: setattr(n, "value", n.value + 1)))
+        elif isinstance(v, str) and not any(c.isspace() for c in v) and len(v) < 80:
+            out.append((f"{v!r} -> 'XX{v}XX'", lambda n: setattr(n, "value", f"XX{n.value}XX")))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        out.append(("not x -> x", "unwrap"))
+    elif isinstance(node, ast.Return) and node.value is not None and not (
+            isinstance(node.value, ast.Constant) and node.value.value is None):
+        out.append(("return x -> return None", lambda n: setattr(n, "value", ast.Constant(None))))
+    elif isinstance(node, ast.Assign) and not (isinstance(node.value, ast.Constant) and node.value.value is None) \
+            and not all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
+        out.append(("x = e -> x = None", lambda n: setattr(n, "value", ast.Constant(None))))
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        out.append(("call deleted", "pass"))
+    elif isinstance(node, ast.Continue):
+        out.append(("continue -> break", "break"))
+    elif isinstance(node, ast.Break):
+        out.append(("break -> continue", "continue"))
+    return out
+
+
+class Mutant:
+    def __init__(self, index, node_no, which, line, desc):
+        self.index, self.node_no, self.which, self.line, self.desc = index, node_no, which, line, desc
+        self.status = "not run"
+
+
+def _numbered(tree):
+    return list(ast.walk(tree))
+
+
+def mutants_of(source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    skip = _skipped_nodes(tree)
+    lines = source.splitlines()
+    out = []
+    for no, node in enumerate(_numbered(tree)):
+        if id(node) in skip or not hasattr(node, "lineno"):
+            continue
+        if "pragma: no mutate" in lines[node.lineno - 1]:
+            continue
+        for which, (desc, _) in enumerate(_mutations(node)):
+            out.append(Mutant(len(out), no, which, node.lineno, desc))
+    return out
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, target, kind):
+        self.target, self.kind = target, kind
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        if node is self.target:
+            if self.kind == "unwrap":
+                return node.operand
+            if self.kind == "pass":
+                return ast.Pass()
+            if self.kind == "break":
+                return ast.Break()
+            if self.kind == "continue":
+                return ast.Continue()
+        return node
+
+
+def mutated_source(source: str, m: Mutant) -> str:
+    tree = ast.parse(source)
+    node = _numbered(tree)[m.node_no]
+    _, apply = _mutations(node)[m.which]
+    if callable(apply):
+        apply(node)
+    else:
+        tree = _Replace(node, apply).visit(tree)
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+def make_copy() -> str:
+    """A scratch copy of the work tree (fixtures linked, not copied: they are only read)."""
+    dest = tempfile.mkdtemp(prefix="pick-mutate-")
+    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", "fixtures", ".pytest_cache", ".hypothesis")
+    for name in os.listdir(ROOT):
+        src = os.path.join(ROOT, name)
+        if name in (".git", ".venv", ".pytest_cache", ".hypothesis", "__pycache__"):
+            continue
+        if name == "fixtures":
+            os.symlink(src, os.path.join(dest, name))
+        elif os.path.isdir(src):
+            shutil.copytree(src, os.path.join(dest, name), symlinks=True, ignore=ignore)
+        else:
+            shutil.copy2(src, os.path.join(dest, name))
+    return dest
+
+
+def run_tests(copy: str, tests: list[str], timeout: float | None) -> tuple[str, float]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = copy + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "--hypothesis-seed=0", *tests]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0
+    dt = time.monotonic() - t0
+    if p.returncode == 0:
+        return "survived", dt
+    if p.returncode in (1, 2, 3):  # a test failed, or collection/import broke on the mutant
+        return "killed", dt
+    return f"error rc={p.returncode}: {p.stdout[-500:]}{p.stderr[-500:]}", dt
+
+
+def _check_copy_is_imported(copy: str) -> None:
+    env = dict(os.environ, PYTHONPATH=copy, PYTHONDONTWRITEBYTECODE="1")
+    where = subprocess.run([sys.executable, "-c", "import probes, selector; print(probes.__file__, selector.__file__)"],
+                           cwd=copy, env=env, capture_output=True, text=True).stdout.split()
+    if len(where) != 2 or not all(w.startswith(os.path.realpath(copy)) or w.startswith(copy) for w in where):
+        raise SystemExit(f"the scratch copy is not what Python imports ({where}); mutants would not run")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="+", help="source files, e.g. selector/catalog.py probes/linux/amd.py")
+    ap.add_argument("--tests", nargs="+", help="test files to run per mutant (default: the module's mapping)")
+    ap.add_argument("--sample", type=int, help="run a random sample of this many mutants per module")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    ap.add_argument("--lines", help="only mutants on these lines, e.g. 120-180")
+    ap.add_argument("--list", action="store_true", help="list the mutants; run nothing")
+    ap.add_argument("--show", type=int, metavar="N", help="print mutant N of the (single) module as a diff")
+    args = ap.parse_args(argv)
+
+    copy = None
+    totals = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean the scratch copy up on kill too
+    try:
+        for module in args.modules:
+            module = os.path.relpath(os.path.abspath(module), ROOT)
+            with open(os.path.join(ROOT, module), encoding="utf-8") as f:
+                source = f.read()
+            muts = mutants_of(source)
+            lines = source.splitlines()
+            if args.lines:
+                lo, _, hi = args.lines.partition("-")
+                muts = [m for m in muts if int(lo) <= m.line <= int(hi or lo)]
+            if args.show is not None:
+                import difflib
+
+                m = muts[args.show]
+                base = ast.unparse(ast.parse(source)).splitlines()
+                sys.stdout.writelines(l + "\n" for l in difflib.unified_diff(
+                    base, mutated_source(source, m).splitlines(), module, f"mutant {m.index}", lineterm=""))
+                return 0
+            if args.sample and args.sample < len(muts):
+                muts = sorted(random.Random(args.seed).sample(muts, args.sample), key=lambda m: m.index)
+            if args.list:
+                for m in muts:
+                    print(f"{module}:{m.line}: #{m.index} {m.desc}    | {lines[m.line - 1].strip()}")
+                print(f"{module}: {len(muts)} mutants")
+                continue
+            if copy is None:
+                copy = make_copy()
+                _check_copy_is_imported(copy)
+            tests = args.tests or [t for t in tests_for(module) if os.path.exists(os.path.join(copy, t))]
+            target = os.path.join(copy, module)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(source)
+            status, base = run_tests(copy, tests, None)
+            if status != "survived":
+                print(f"{module}: the tests fail before any mutation ({status}); fix them first", file=sys.stderr)
+                return 2
+            timeout = 3 * base + 30
+            print(f"{module}: {len(muts)} mutants, tests: {' '.join(tests)} ({base:.0f}s unmutated)", flush=True)
+            survivors = []
+            for n, m in enumerate(muts, 1):
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write(mutated_source(source, m))
+                # the first test file alone first: most mutants die there, without collecting the rest
+                m.status, _ = run_tests(copy, tests[:1], timeout)
+                if m.status == "survived" and len(tests) > 1:
+                    m.status, _ = run_tests(copy, tests[1:], timeout)
+                if m.status == "timeout":
+                    m.status = "killed"  # an endless loop is caught by the suite's time limit
+                if m.status != "killed":
+                    survivors.append(m)
+                    print(f"  [{n}/{len(muts)}] SURVIVED {module}:{m.line} #{m.index} {m.desc}"
+                          f"    | {lines[m.line - 1].strip()}" + ("" if m.status == "survived" else f"  ({m.status})"),
+                          flush=True)
+                elif n % 25 == 0:
+                    print(f"  [{n}/{len(muts)}] {n - len(survivors)} killed so far", flush=True)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(source)
+            killed = len(muts) - len(survivors)
+            totals.append((module, killed, len(muts)))
+            pct = 100.0 * killed / len(muts) if muts else 100.0
+            print(f"{module}: {killed}/{len(muts)} killed ({pct:.0f}%)"
+                  + (f", sample of {args.sample} (seed {args.seed})" if args.sample else ""), flush=True)
+        if len(totals) > 1:
+            print("\nsummary")
+            for module, killed, total in totals:
+                print(f"  {module:32} {killed:4}/{total:<4} {100.0 * killed / total if total else 100:5.1f}%")
+        return 0
+    finally:
+        if copy:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
