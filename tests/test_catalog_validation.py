@@ -102,8 +102,8 @@ def test_gates_and_exclusions_are_found_by_recipe_backend_and_device_type(tmp_pa
     data["exclusions"].append({"backend": "vulkan", "device_type": "nvidia_gpu", "families": [], "reason": "y"})
     c = catalog.load(write(tmp_path, data))
     assert set(c.gates_for("r", "rocm")) == {"gfx1100"}
-    g = c.gates_for("r", "vulkan")["gfx1151"]
-    assert g.os == ("windows",) and g.channels == ("nightly",)
+    [g] = c.gates_for("r", "vulkan")["gfx1151"]  # a family can carry several gates (channel, kernel CWSR)
+    assert g.os == ("windows",) and g.channels == ("nightly",) and g.needs == ()
     assert c.gates_for("other", "rocm") == {}
     assert [e.reason for e in c.exclusions_for("vulkan", "amd_gpu")] == ["no driver"]
     assert [e.reason for e in c.exclusions_for("vulkan", "nvidia_gpu")] == ["y"]
@@ -272,9 +272,10 @@ def test_cli_exits_5_naming_file_and_field(tmp_path, change, where):
 
 
 def test_unknown_builtin_catalog_names_the_builtins(tmp_path):
+    # a mistyped built-in name is a usage error with a suggestion, and no internal path
     r = run_cli("--root", machine(CPU_VM), "--catalog", "lemonad", "llamacpp")
-    assert r.rc == 5
-    assert "lemonad.json" in r.err and "lemonade, localai" in r.err
+    assert r.rc == 2
+    assert "did you mean 'lemonade'" in r.err and "catalogs/" not in r.err
 
 
 # -- the channel a recipe offers ---------------------------------------------------------------
