@@ -43,8 +43,9 @@ TESTS = {
                             "tests/test_guide.py", "tests/test_fixtures.py"],
     "selector/requires.py": ["tests/test_requires.py", "tests/test_catalog_validation.py", "tests/test_localai.py",
                              "tests/test_fixtures.py", "tests/test_decide_cli.py"],
-    "selector/engine.py": ["tests/test_requires.py", "tests/test_decide_cli.py", "tests/test_fixtures.py",
-                           "tests/test_localai.py", "tests/test_engine_properties.py"],
+    "selector/engine.py": ["tests/test_every_device.py", "tests/test_requires.py", "tests/test_decide_cli.py",
+                           "tests/test_fixtures.py", "tests/test_localai.py", "tests/test_localai_capability.py",
+                           "tests/test_engine_properties.py", "tests/test_state_versions.py"],
     "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
     "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
 }
