@@ -238,3 +238,19 @@ def test_mixed_machines_follow_the_documented_schema(run, prof):
     assert any(len(b["devices"]) > 1 or b["passed_over"] for rec in doc["recipes"].values() for b in rec["backends"])
     r, doc = run(prof, "check", "llamacpp", "rocm")
     jsonschema.validate(doc, schema("check"))
+
+
+# The issue's four machines as sysfs captures (fixtures/machines/*/expected.json cites their sources),
+# through the real CLI: `check` is the installer's gate, so it is what must answer right.
+@pytest.mark.parametrize("fixture,args,rc,words", [
+    ("linux-ubuntu24.04-radeonvii-w7500-rx6600", ("check", "llamacpp", "rocm"), 0, "HIP_VISIBLE_DEVICES=1"),
+    ("linux-ubuntu24.04-strix-halo-r9700-egpu", ("check", "llamacpp-hrx", "hrx"), 0, "gfx1151"),
+    ("linux-ubuntu22.04-titanv-rtx5880ada", ("check", "trellis", "cuda12"), 0, "TITAN V"),
+    ("linux-container-ubuntu24.04-rx7900xtx-no-dev-kfd", ("check", "llamacpp", "rocm"), 3, "--device /dev/kfd"),
+])
+def test_the_four_machines_of_the_issue(cli, fixture, args, rc, words):
+    from conftest import machine
+
+    r = cli("--root", machine(fixture), *args)
+    assert r.rc == rc, r.out + r.err
+    assert words in r.out + r.err
