@@ -356,9 +356,22 @@ def _nv_device(g, fam, token=None) -> Device:
                   getattr(g, "uuid", None), g, token)
 
 
-def _match_nvidia(m: Machine, row: Row, fams, access: str):
+def _sort_out(judged) -> tuple[list, list, list, list]:
+    """(devices that fit, devices passed over with why, each distinct reason once, notes) from
+    (device, why-not) pairs."""
+    found, passed, reasons = [], [], []
+    for dev, why in judged:
+        if not why:
+            found.append(dev)
+            continue
+        passed.append((dev, why))
+        if why not in reasons:
+            reasons.append(why)
+    return found, passed, reasons, []
+
+
+def _judge_nvidia(m: Machine, row: Row, fams):
     backend = row.backend
-    found, passed = [], []
     for g in m.nvidia_all:
         if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
             why = f"{g.name}: the NVIDIA driver is not loaded, so {backend} cannot run on it"
@@ -370,20 +383,10 @@ def _match_nvidia(m: Machine, row: Row, fams, access: str):
                 f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})"
         else:
             why = _access_reason(g, backend, "compute") or requires.check(m, row, g)
-        dev = _nv_device(g, g.sm, _token(g.sm, fams) if fams and g.sm else None)
-        if why:
-            passed.append((dev, why))
-        else:
-            found.append(dev)
-    reasons = []
-    for _, why in passed:
-        if why not in reasons:
-            reasons.append(why)
-    return found, passed, reasons, []
+        yield _nv_device(g, g.sm, _token(g.sm, fams) if fams and g.sm else None), why
 
 
-def _match_npu(m: Machine, row: Row, fams):
-    found, passed = [], []
+def _judge_npu(m: Machine, row: Row, fams):
     want = " or ".join(fams) if fams else "XDNA"
     for n in m.npu_all:
         dev = Device("amd_npu", n.generation, 0, n.name or f"{n.codename} NPU", gpu=n)
@@ -398,37 +401,17 @@ def _match_npu(m: Machine, row: Row, fams):
             why = f"{n.generation} NPU found but this process cannot open {node}" + (f" ({fix})" if fix else "")
         else:
             why = requires.check(m, row, n)
-        if why:
-            passed.append((dev, why))
-        else:
-            found.append(dev)
-    reasons = []
-    for _, why in passed:
-        if why not in reasons:
-            reasons.append(why)
-    if not m.npu_all:
-        reasons.append(f"Requires an AMD {want} NPU (none found)")
-    return found, passed, reasons, []
+        yield dev, why
 
 
-def _match_intel(m: Machine, row: Row, fams, access: str):
-    found, passed = [], []
+def _judge_intel(m: Machine, row: Row, fams):
     for g in m.intel_all:
         fam = "arc" if g.arc else "intel"
-        dev = Device("intel_gpu", fam, getattr(g, "index", 0), g.name, gpu=g)
         if fams and fam not in fams:
             why = _family_reason(row, fam, g.name) or f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})"
         else:
             why = _access_reason(g, row.backend, "graphics") or requires.check(m, row, g)
-        if why:
-            passed.append((dev, why))
-        else:
-            found.append(dev)
-    reasons = []
-    for _, why in passed:
-        if why not in reasons:
-            reasons.append(why)
-    return found, passed, reasons, []
+        yield Device("intel_gpu", fam, getattr(g, "index", 0), g.name, gpu=g), why
 
 
 def _absent_reason(m: Machine, row: Row, dtype: str, fams) -> str:
@@ -477,10 +460,10 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
     if dtype == "amd_gpu":
         return _match_amd(m, catalog, recipe, row, fams, settings, channel, access)
     if dtype == "nvidia_gpu":
-        return _match_nvidia(m, row, fams, access)
+        return _sort_out(_judge_nvidia(m, row, fams))
     if dtype == "amd_npu":
-        return _match_npu(m, row, fams)
-    return _match_intel(m, row, fams, access)
+        return _sort_out(_judge_npu(m, row, fams))
+    return _sort_out(_judge_intel(m, row, fams))
 
 
 def _family_reason(row: Row, family, name) -> str:
