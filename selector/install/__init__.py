@@ -1,1 +1,19 @@
 """Installing backends into the cache Lemonade shares (see DESIGN.md "Install cache")."""
+
+
+def env_number(env, name: str, default, cast=float):
+    """A positive number from the environment variable ``name`` (``default`` when unset or empty);
+    anything else is bad input (exit 5) naming the variable."""
+    v = env.get(name)
+    if v in (None, ""):
+        return default
+    try:
+        n = cast(v)
+        if n <= 0:
+            raise ValueError
+        return n
+    except ValueError:
+        from probes.host import InputError
+
+        what = "a positive whole number" if cast is int else "a positive number"
+        raise InputError(name, f"must be {what}, not {v!r}") from None

@@ -17,6 +17,8 @@ import time
 
 import requests
 
+from selector.install import env_number
+
 ATTEMPTS = 5
 MAX_TRIES = 50  # attempts that made progress included: a server that drops every few bytes ends here
 RETRY_BASE_ENV = "PICK_BACKEND_RETRY_BASE"
@@ -37,21 +39,6 @@ class ChecksumError(DownloadError):
 
 class _Slow(Exception):
     pass
-
-
-def _num(env, name, default, cast=float):
-    v = env.get(name)
-    if v in (None, ""):
-        return default
-    try:
-        n = cast(v)
-        if n <= 0:
-            raise ValueError
-        return n
-    except ValueError:
-        from probes.host import InputError
-
-        raise InputError(name, f"must be a positive number, not {v!r}") from None
 
 
 class Limits:
@@ -76,11 +63,11 @@ class Limits:
     def from_env(cls, env=None, deadline: float | None = None) -> Limits:
         env = os.environ if env is None else env
         d = cls()
-        return cls(connect=_num(env, cls.ENV["connect"], d.connect), read=_num(env, cls.ENV["read"], d.read),
-                    deadline=deadline or _num(env, cls.ENV["deadline"], d.deadline),
-                    min_speed=_num(env, cls.ENV["min_speed"], d.min_speed),
-                    speed_window=_num(env, cls.ENV["speed_window"], d.speed_window),
-                    max_download=_num(env, cls.ENV["max_download"], d.max_download, int))
+        return cls(connect=env_number(env, cls.ENV["connect"], d.connect), read=env_number(env, cls.ENV["read"], d.read),
+                    deadline=deadline or env_number(env, cls.ENV["deadline"], d.deadline),
+                    min_speed=env_number(env, cls.ENV["min_speed"], d.min_speed),
+                    speed_window=env_number(env, cls.ENV["speed_window"], d.speed_window),
+                    max_download=env_number(env, cls.ENV["max_download"], d.max_download, int))
 
     @property
     def timeout(self):

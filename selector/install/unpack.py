@@ -33,6 +33,8 @@ import sys
 import tarfile
 import zipfile
 
+from selector.install import env_number
+
 GiB = 1 << 30
 DEFAULT_MAX_UNPACKED = 32 * GiB
 DEFAULT_MAX_ENTRIES = 200_000
@@ -58,23 +60,8 @@ class Caps:
     @classmethod
     def from_env(cls, env=None) -> Caps:
         env = os.environ if env is None else env
-        return cls(_int_env(env, MAX_UNPACKED_ENV, DEFAULT_MAX_UNPACKED),
-                   _int_env(env, MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES))
-
-
-def _int_env(env, name, default):
-    v = env.get(name)
-    if not v:
-        return default
-    try:
-        n = int(v)
-        if n <= 0:
-            raise ValueError
-        return n
-    except ValueError:
-        from probes.host import InputError
-
-        raise InputError(name, f"must be a positive whole number of bytes/entries, not {v!r}") from None
+        return cls(env_number(env, MAX_UNPACKED_ENV, DEFAULT_MAX_UNPACKED, int),
+                   env_number(env, MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES, int))
 
 
 def human(n: int | float) -> str:
