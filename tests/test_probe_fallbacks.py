@@ -138,6 +138,32 @@ def test_kfd_nodes_are_taken_in_numeric_order(tmp_path):
     assert [g.gfx for g in c.profile().amd_gpus] == ["gfx1100", "gfx1030"]  # node 2 before node 10
 
 
+def test_compute_partitions_report_the_pci_device_of_their_gpu(tmp_path):
+    """An MI300X in CPX mode (values of AMD's capture, ROCm/k8s-device-plugin
+    testdata/topo-mi300-cpx): one KFD node per partition, all with the GPU's unique_id and
+    location_id = PCI id | partition.  Partition 0 renders on the PCI device; the others on
+    platform devices amdgpu_xcp.N that have no PCI attributes."""
+    c = Capture(tmp_path)
+    c.kfd_node(0, **CPU_NODE)
+    uid, other = 16404946649897475633, 2472748907779728154
+    c.kfd_node(1, **kfd_gpu(90402, 29857, minor=128, location_id=0x0500, unique_id=uid))
+    c.kfd_node(2, **kfd_gpu(90402, 29857, minor=129, location_id=0x0501, unique_id=uid))
+    c.kfd_node(3, **kfd_gpu(90402, 29857, minor=130, location_id=0x2701, unique_id=other))
+    c.amd_gpu("0000:05:00.0", "0x74a1", vram=205822885888, render=128, cls="0x120000", revision="0x00")
+    for minor, xcp in ((129, 0), (130, 1)):
+        c.file(f"sys/devices/platform/amdgpu_xcp.{xcp}/modalias", "platform:amdgpu_xcp\n")
+        c.link(f"sys/devices/platform/amdgpu_xcp.{xcp}/drm/renderD{minor}/device", f"../../../amdgpu_xcp.{xcp}")
+        c.link(f"sys/class/drm/renderD{minor}", f"../../devices/platform/amdgpu_xcp.{xcp}/drm/renderD{minor}")
+    a, b, x = c.profile().amd_gpus
+    assert (a.pci.bus_id, a.pci.revision, a.vram_bytes) == ("0000:05:00.0", "0x00", 205822885888)
+    assert (b.pci.vendor, b.pci.device, b.pci.revision, b.pci.bus_id) == ("0x1002", "0x74a1", "0x00", "0000:05:00.0")
+    assert b.driver == "amdgpu" and b.name == a.name and b.gfx == "gfx942"
+    assert b.vram_bytes is None  # the partition's share is not the GPU's total
+    assert b.unique_id == a.unique_id and b.render_node == "/dev/dri/renderD129"
+    # a partition of another GPU borrows nothing from this one
+    assert (x.pci.revision, x.pci.bus_id) != ("0x00", "0000:05:00.0")
+
+
 def test_kfd_gpu_of_unknown_device_is_named_by_its_target(tmp_path):
     c = Capture(tmp_path)
     c.kfd_node(1, **kfd_gpu(110501, 0x0001))

@@ -171,6 +171,7 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
     if not nodes:
         return None
     gpus = []
+    pci_of: dict[int, dict] = {}  # unique_id -> DRM facts of the node whose DRM device is the PCI one
     for node in sorted(nodes, key=lambda n: (not n.isdecimal(), int(n) if n.isdecimal() else 0, n)):
         try:
             text = host.read(f"{KFD}/{node}/properties")
@@ -204,6 +205,16 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
                 if entry.startswith("renderD") and entry[7:].isdecimal():
                     minor = int(entry[7:])
         facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
+        uid = parse_int(props.get("unique_id"))
+        if uid and facts.get("vendor"):
+            pci_of.setdefault(uid, facts)
+        elif uid and uid in pci_of:
+            # A compute partition (MI300X in CPX mode): its render node sits on a platform device
+            # (amdgpu_xcp.N) without PCI attributes, and its location_id has the partition number
+            # in the function bits.  The GPU's PCI identity is that of the node sharing its
+            # unique_id; its memory is not the whole GPU's, so that stays unknown.
+            facts = {**facts, **{k: pci_of[uid].get(k) for k in
+                                 ("vendor", "device", "revision", "class", "driver", "bus_id", "gc")}}
         device = facts.get("device") or (f"0x{device_id:04x}" if device_id is not None else "")
         vendor = facts.get("vendor") or (f"0x{vendor_id:04x}" if vendor_id is not None else "0x1002")
         row = tables.amd_pci(device, facts.get("revision")) if device else None
