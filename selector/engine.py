@@ -774,7 +774,13 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     if dev.type == "nvidia_gpu" and all(d.uuid for d in group):
         ids = [d.uuid for d in group]
     elif dev.type == "nvidia_gpu":
-        ids = [str(_first_int(getattr(d.gpu, "cuda_index", None), d.index)) for d in group]
+        # by index: CUDA counts fastest first unless told PCI order, and run_env replaces any
+        # CUDA_VISIBLE_DEVICES of this shell, so the index is the GPU's place in PCI (NVML) order
+        # among every GPU CUDA can use, visible here or not
+        usable = sorted((g for g in m.profile.nvidia_gpus if g.usable and g.driver_loaded), key=lambda g: g.index)
+        pos = {id(g): n for n, g in enumerate(usable)}
+        ids = [str(pos.get(id(d.gpu), d.index)) for d in group]
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", VISIBLE_ENV[dev.type]: ",".join(ids)}, "", group
     else:
         ids = [str(_first_int(getattr(d.gpu, "hip_index", None), d.index)) for d in group]
     return {VISIBLE_ENV[dev.type]: ",".join(ids)}, "", group

@@ -160,7 +160,7 @@ def test_cuda_index_used_when_uuid_unknown(run):
     prof = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48),
                                 nv(1, "sm_70", "NVIDIA TITAN V", 12)])
     r, doc = run(prof, "trellis")
-    assert doc["recipes"]["trellis"]["run_env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert doc["recipes"]["trellis"]["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
 
 
 # A container that sees an RX 7900 XTX in sysfs but was started without --device /dev/kfd
@@ -238,3 +238,48 @@ def test_mixed_machines_follow_the_documented_schema(run, prof):
     assert any(len(b["devices"]) > 1 or b["passed_over"] for rec in doc["recipes"].values() for b in rec["backends"])
     r, doc = run(prof, "check", "llamacpp", "rocm")
     jsonschema.validate(doc, schema("check"))
+
+
+# run_env replaces the variable it names: its values must select the devices from scratch, not be
+# indices among the devices a variable already set in this shell left visible.
+
+def _capture_with_env(tmp_path, name, env):
+    import shutil
+
+    from conftest import machine
+
+    root = tmp_path / name
+    shutil.copytree(machine(name), root, symlinks=True)
+    cap = json.loads((root / "capture.json").read_text())
+    cap["env"] = env
+    (root / "capture.json").write_text(json.dumps(cap))
+    return str(root)
+
+
+def test_run_env_hip_index_holds_when_hip_visible_devices_is_already_set(cli, tmp_path):
+    # HIP_VISIBLE_DEVICES=1,2 leaves the W7500 (KFD GPU 1) and the RX 6600 (GPU 2); the gfx110X build
+    # gets the W7500 alone.  run_env replaces HIP_VISIBLE_DEVICES, so it must say 1 (HIP_VISIBLE_DEVICES=0
+    # would select the Radeon VII)
+    root = _capture_with_env(tmp_path, "linux-ubuntu24.04-radeonvii-w7500-rx6600", {"HIP_VISIBLE_DEVICES": "1,2"})
+    r = cli("--root", root, "llamacpp", "--backend", "rocm", "--json")
+    rec = r.json()["recipes"]["llamacpp"]
+    assert rec["device"]["name"] == "AMD Radeon PRO W7500"
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "1"}
+    # under ROCR_VISIBLE_DEVICES (which run_env leaves in place) HIP numbers what ROCR left: 0
+    root = _capture_with_env(tmp_path / "rocr", "linux-ubuntu24.04-radeonvii-w7500-rx6600", {"ROCR_VISIBLE_DEVICES": "1,2"})
+    rec = cli("--root", root, "llamacpp", "--backend", "rocm", "--json").json()["recipes"]["llamacpp"]
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "0"}
+
+
+def test_cuda_run_env_by_index_fixes_the_order_and_ignores_the_shells_selection(run):
+    # Without UUIDs CUDA_VISIBLE_DEVICES takes indices, which CUDA counts fastest first unless
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA C Programming Guide, "CUDA Environment Variables"): the TITAN V
+    # (PCI order 0, slower) would be CUDA device 1.  The index must be the PCI-order one, counted over
+    # every GPU CUDA can use, since run_env replaces a CUDA_VISIBLE_DEVICES of the shell.
+    prof = profile(nvidia_gpus=[nv(0, "sm_70", "NVIDIA TITAN V", 12, cuda_index=None, visible=False),
+                                nv(1, "sm_70", "NVIDIA TITAN V", 12, cuda_index=0),
+                                nv(2, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48, cuda_index=1)])
+    r, doc = run(prof, "trellis")
+    rec = doc["recipes"]["trellis"]
+    assert rec["device"]["index"] == 1
+    assert rec["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
