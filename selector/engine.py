@@ -759,6 +759,9 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     if dev is None or dev.type not in VISIBLE_ENV:
         return {}, "", []
     visible = m.by_type[dev.type]
+    if v.access != "graphics":  # the devices the compute runtime enumerates: those it can open
+        visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
+                   and getattr(g, "driver_loaded", True)]
     if len(visible) < 2:
         return {}, "", []
     if v.access == "graphics":

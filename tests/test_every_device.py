@@ -283,3 +283,23 @@ def test_cuda_run_env_by_index_fixes_the_order_and_ignores_the_shells_selection(
     rec = doc["recipes"]["trellis"]
     assert rec["device"]["index"] == 1
     assert rec["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_no_run_env_when_the_runtime_sees_only_the_chosen_gpu(cli, run):
+    # the GTX 1080 Ti has no driver (the open module drives Turing and newer): CUDA enumerates the
+    # RTX 4090 alone, so there is nothing to pin and "run with: CUDA_VISIBLE_DEVICES=..." would
+    # suggest a choice that does not exist
+    from conftest import machine
+
+    root = machine("linux-ubuntu24.04-rtx4090-gtx1080ti-open-module")
+    rec = cli("--root", root, "llamacpp", "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "cuda" and rec["device"]["name"] == "NVIDIA GeForce RTX 4090"
+    assert rec["run_env"] == {}
+    assert "run with" not in cli("--root", root, "llamacpp").out
+    # an AMD GPU ROCm cannot open (no access to its render node) is no HIP device either
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24),
+                    amd(1, "gfx1100", "AMD Radeon RX 7900 XTX", 24, usable_compute=False, usable_graphics=False,
+                        hip_index=None, access_fix="add this user to the render group")])
+    r, doc = run(prof, "llamacpp", "--backend", "rocm")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["device"]["index"] == 0 and rec["run_env"] == {}
