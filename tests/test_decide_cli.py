@@ -60,6 +60,7 @@ def test_installed_rocm_wins_over_installable_vulkan(cli, tmp_path):
     d = tmp_path / "bin" / "llamacpp" / "rocm-stable"
     d.mkdir(parents=True)
     (d / "version.txt").write_text(load_pins("lemonade")["llamacpp"]["rocm-stable"] + "\n")
+    (d / "llama-server").write_text("")  # installed = the binary is there (as Lemonade checks)
     r, doc = pick(cli, STRIX, "llamacpp", "--cache-dir", str(tmp_path))
     rec = doc["recipes"]["llamacpp"]
     assert rec["backend"] == "rocm" and rec["state"] == "installed"

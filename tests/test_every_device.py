@@ -303,3 +303,25 @@ def test_no_run_env_when_the_runtime_sees_only_the_chosen_gpu(cli, run):
     r, doc = run(prof, "llamacpp", "--backend", "rocm")
     rec = doc["recipes"]["llamacpp"]
     assert rec["device"]["index"] == 0 and rec["run_env"] == {}
+
+
+def test_version_txt_without_the_binary_is_not_installed(cli, tmp_path):
+    # issue 12: "installed" means the backend's binary is present, as Lemonade checks (it searches
+    # <cache>/bin/<recipe>/<backend>/ for the binary), not version.txt alone.  A leftover rocm
+    # directory must not win the pick ("an installed backend wins") nor read as installed.
+    from conftest import machine
+    from selector.catalog import load_pins
+
+    strix = machine("linux-ubuntu24.04-strix-halo")
+    d = tmp_path / "bin" / "llamacpp" / "rocm-stable"
+    d.mkdir(parents=True)
+    (d / "version.txt").write_text(load_pins("lemonade")["llamacpp"]["rocm-stable"] + "\n")
+    rec = cli("--root", strix, "llamacpp", "--cache-dir", str(tmp_path), "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["state"] == "installable"
+    rocm = next(b for b in rec["backends"] if b["name"] == "rocm")
+    assert rocm["state"] == "installable"
+    # with the binary somewhere below it (as Lemonade's archives unpack), it is installed and wins
+    (d / "build" / "bin").mkdir(parents=True)
+    (d / "build" / "bin" / "llama-server").write_text("")
+    rec = cli("--root", strix, "llamacpp", "--cache-dir", str(tmp_path), "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "rocm" and rec["state"] == "installed"
