@@ -323,6 +323,15 @@ def test_not_installed_and_bad_timeout(tmp_path):
     assert verify(STRIX, tmp_path, "--backend", "vulkn").rc == 2
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "1e308"])
+def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(tmp_path, value):
+    # with a build installed, nan / inf reached the process wait as an internal error (exit 1)
+    fake_build(tmp_path, "vulkan", script(R.RADV_STRIX_OUT, R.RADV_STRIX_ERR))
+    r = verify(STRIX, tmp_path, "--timeout", value)
+    assert r.rc == 2, r.out + r.err
+    assert "--timeout" in r.err and "internal error" not in r.err
+
+
 def test_wrong_architecture_does_not_start(tmp_path):
     exe = fake_build(tmp_path, "vulkan", "")
     exe.write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x02\x00\xb7\x00" + b"\x00" * 100)  # aarch64 header
