@@ -201,6 +201,20 @@ def test_rocm_two_gpus_dgpu_picked_and_listed(tmp_path):
     assert rep["dir"] == "rocm-stable" and rep["verdict"] == "verified" and rep["matched"] == "ROCm0"
 
 
+def test_rocm_gpu_the_tables_do_not_name_is_matched_by_memory(tmp_path):
+    # a GPU newer than the PCI tables is named after its target ("AMD GPU (gfx1201)"); ROCm prints its
+    # marketing name.  The probe's name carries no model to compare, so the memory decides: ROCm0 is it
+    prof = report_profile(tmp_path, RX7900, amd=[("AMD GPU (gfx1201)", 16304, "gfx1201", False),
+                                                 ("AMD Radeon Graphics", 512, "gfx1036", True)])
+    fake_build(tmp_path, "rocm-stable", script(R.ROCM_TWO_OUT))
+    r = verify(None, tmp_path, "--backend", "rocm", "--json", profile=prof)
+    assert r.rc == 0, r.out
+    assert r.json()["matched"] == "ROCm0"
+    # and only the iGPU listed is still another device
+    fake_build(tmp_path, "rocm-stable", script(R.ROCM_IGPU_OUT))
+    assert verify(None, tmp_path, "--backend", "rocm", profile=prof).rc == 3
+
+
 def test_rocm_only_the_igpu_is_another_device(tmp_path):
     prof = report_profile(tmp_path, RX7900, amd=[("AMD Radeon RX 9070 XT", 16304, "gfx1201", False),
                                                  ("AMD Radeon Graphics", 512, "gfx1036", True)])
