@@ -522,36 +522,48 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     reasons: list[str] = []
     passed_all: list = []
+    acc_found: list = []  # satisfying devices of every accelerator type of the row
+    acc_notes: list[str] = []
+    acc_types = 0
     for dtype, fams in entries:
-        if dtype == "cpu":
-            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
-            if found:
-                missing = _check_requires(m, row) or requires.check(m, row, None)
-                if missing:
-                    return RowResult([], missing, [], passed_all)
-        else:
-            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
-            if found:
-                missing = _check_requires(m, row)
-                if missing:
-                    return RowResult([], missing, [], passed_all + passed)
-        passed_all += passed
+        if dtype == "cpu" and acc_found:
+            break
+        found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
         if found:
-            notes = list(notes)
-            if row.note:
-                notes.append(row.note)
-            for dt, text in row.extra.get("device_notes", {}).items():
-                if _HAS_DEVICE[dt](m):
-                    notes.append(text)
-            cpu_because = []
-            if dtype == "cpu" and reasons:
-                cpu_because = list(reasons)
-                notes.append(f"runs on the CPU: {'; '.join(reasons)}")
-            return RowResult(found, "", notes, passed_all, cpu_because)
+            missing = _check_requires(m, row) or (requires.check(m, row, None) if dtype == "cpu" else "")
+            if missing:
+                return RowResult([], missing, [], passed_all + passed)
+        passed_all += passed
+        if found and dtype != "cpu":
+            acc_found += found
+            acc_notes += [n for n in notes if n not in acc_notes]
+            acc_types += 1
+            continue
+        if found:
+            return _row_found(m, row, found, notes, passed_all, reasons)
         for w in why:
             if w and w not in reasons:
                 reasons.append(w)
+    if acc_found:
+        if acc_types > 1:  # a row of several GPU types (Vulkan): the best of all of them, as within one type
+            acc_found.sort(key=lambda d: (bool(getattr(d.gpu, "integrated", False)), -(d.memory_bytes or 0)))
+        return _row_found(m, row, acc_found, acc_notes, passed_all, [])
     return RowResult([], "; ".join(reasons), [], passed_all)
+
+
+def _row_found(m: Machine, row: Row, found, notes, passed_all, reasons) -> RowResult:
+    """The row fits on ``found``; ``reasons`` (why no accelerator entry fit) when that is the CPU."""
+    notes = list(notes)
+    if row.note:
+        notes.append(row.note)
+    for dt, text in row.extra.get("device_notes", {}).items():
+        if _HAS_DEVICE[dt](m):
+            notes.append(text)
+    cpu_because = []
+    if found[0].type == "cpu" and reasons:
+        cpu_because = list(reasons)
+        notes.append(f"runs on the CPU: {'; '.join(reasons)}")
+    return RowResult(found, "", notes, passed_all, cpu_because)
 
 
 _HAS_DEVICE = {
@@ -759,14 +771,20 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     if dev is None or dev.type not in VISIBLE_ENV:
         return {}, "", []
     visible = m.by_type[dev.type]
-    if v.access != "graphics":  # the devices the compute runtime enumerates: those it can open
-        visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
-                   and getattr(g, "driver_loaded", True)]
+    if v.access == "graphics":  # Vulkan enumerates the GPUs of every vendor
+        gpus = {t: len(m.by_type[t]) for t in ("amd_gpu", "nvidia_gpu", "intel_gpu") if m.by_type[t]}
+        total = sum(gpus.values())
+        if total < 2:
+            return {}, "", []
+        what = f"{total} {TYPE_WORDS[dev.type]}s" if len(gpus) == 1 else \
+            f"{total} GPUs ({', '.join(f'{n} {TYPE_WORDS[t]}' for t, n in gpus.items())})"
+        return {}, (f"{what} are visible; Vulkan numbers devices in its own order, "
+                    f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
+    # the devices the compute runtime enumerates: those it can open
+    visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
+               and getattr(g, "driver_loaded", True)]
     if len(visible) < 2:
         return {}, "", []
-    if v.access == "graphics":
-        return {}, (f"{len(visible)} {TYPE_WORDS[dev.type]}s are visible; Vulkan numbers devices in its own order, "
-                    f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
     if dev.type == "amd_gpu":
         group = [d for d in v.devices if d.token == dev.token]
     else:

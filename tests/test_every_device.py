@@ -325,3 +325,18 @@ def test_version_txt_without_the_binary_is_not_installed(cli, tmp_path):
     (d / "build" / "bin" / "llama-server").write_text("")
     rec = cli("--root", strix, "llamacpp", "--cache-dir", str(tmp_path), "--json").json()["recipes"]["llamacpp"]
     assert rec["backend"] == "rocm" and rec["state"] == "installed"
+
+
+def test_a_row_of_several_gpu_types_names_the_best_gpu_of_all_of_them(run):
+    # sd-cpp's vulkan row takes any AMD GPU or any NVIDIA GPU: on a Ryzen 7000 desktop (Raphael iGPU,
+    # gfx1036, 512 MiB carve-out) with an RTX 4090, the device is the discrete 4090, not the iGPU that
+    # happens to be of the first listed type, and `devices` holds every satisfying GPU
+    prof = profile([amd(0, "gfx1036", "AMD Radeon Graphics (Raphael)", 0.5, integrated=True)],
+                   nvidia_gpus=[nv(0, "sm_89", "NVIDIA GeForce RTX 4090", 24, uuid="GPU-4090")])
+    r, doc = run(prof, "sd-cpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["sd-cpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["name"] == "NVIDIA GeForce RTX 4090"
+    assert [d["name"] for d in v["devices"]] == ["NVIDIA GeForce RTX 4090", "AMD Radeon Graphics (Raphael)"]
+    # Vulkan sees both: the note says so although each type has one GPU
+    notes = doc["recipes"]["sd-cpp"]["notes"]
+    assert any("2 GPUs" in n and "GGML_VK_VISIBLE_DEVICES" in n for n in notes), notes
