@@ -526,8 +526,8 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     acc_notes: list[str] = []
     acc_types = 0
     for dtype, fams in entries:
-        if dtype == "cpu" and acc_found:
-            break
+        if acc_found and (dtype == "cpu" or not m.by_type.get(dtype)):
+            continue  # a fit is found: a type this machine lacks, or the CPU, adds nothing
         found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
         if found:
             missing = _check_requires(m, row) or (requires.check(m, row, None) if dtype == "cpu" else "")
