@@ -177,7 +177,7 @@ class Machine:
         self.profile = profile
         self.os = profile.os.name
         self.arch = profile.cpu.arch
-        amd = [g for g in profile.amd_gpus if g.visible and g.gfx]
+        amd = [g for g in profile.amd_gpus if g.visible]  # a GPU of unknown gfx target still serves Vulkan
         amd.sort(key=lambda g: (g.integrated, -(g.vram_bytes or 0), g.index))
         self.amd_all = amd
         self.amd = amd[0] if amd else None
@@ -292,6 +292,9 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
             if _matches_family(g.gfx, ex.families):
                 return f"{ex.reason} ({g.name}, {g.gfx})", None, False
     token = None
+    if fams and eff is None:
+        return (f"{g.name}: its gfx target is unknown (not in the tables), so no {row.backend} build can be "
+                f"matched to it ({row.backend} needs {describe_families(fams)})"), None, False
     if fams:
         token = _token(eff, fams)
         if token is None:

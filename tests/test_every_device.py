@@ -340,3 +340,19 @@ def test_a_row_of_several_gpu_types_names_the_best_gpu_of_all_of_them(run):
     # Vulkan sees both: the note says so although each type has one GPU
     notes = doc["recipes"]["sd-cpp"]["notes"]
     assert any("2 GPUs" in n and "GGML_VK_VISIBLE_DEVICES" in n for n in notes), notes
+
+
+def test_an_amd_gpu_of_unknown_target_is_still_an_amd_gpu(run):
+    # a card newer than every table, seen through DRM only (no KFD): its gfx target is unknown, but it
+    # is an AMD GPU with a render node, so Vulkan (any AMD GPU) runs on it; ROCm cannot be matched
+    # to a build, and nothing may say "No AMD GPU found"
+    g = amd(0, "gfx1100", "AMD GPU [1002:7fff]", 16, device="0x7fff", source="drm", usable_compute=False,
+            hip_index=None, access_fix="load the amdgpu driver with KFD")
+    prof = profile([g])
+    prof["amd_gpus"][0].update(gfx=None, gfx_effective=None)
+    r, doc = run(prof, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["device"]["name"] == "AMD GPU [1002:7fff]"
+    rocm = next(b for b in rec["backends"] if b["name"] == "rocm")
+    assert rocm["supported"] is False and "gfx target" in rocm["reason"]
+    assert "No AMD GPU found" not in json.dumps(doc)
