@@ -69,7 +69,7 @@ class AmdGpu(Record):
     gtt_bytes: int | None = None
     cwsr: bool | None = None  # KFD node has cwsr_size and ctl_stack_size (kernel CWSR fix); None: unknown
     unique_id: str | None = None  # KFD unique_id as ROCm prints it (GPU-<16 hex>), for ROCR_VISIBLE_DEVICES
-    hip_index: int | None = None  # index among the HIP-visible GPUs (after HIP/ROCR_VISIBLE_DEVICES)
+    hip_index: int | None = None  # the index HIP_VISIBLE_DEVICES selects it by (after ROCR_VISIBLE_DEVICES)
 
 
 class NvidiaGpu(Record):

@@ -92,6 +92,21 @@ def jetson_board(compatible: list[str]) -> dict | None:
     return None
 
 
+def l4t_cuda(release: str | None, revision: str | None) -> str | None:
+    """The CUDA release ("12.6") the driver of an L4T release (R36, REVISION 4.3) runs; None if unknown."""
+    def nums(text):
+        m = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")
+        return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    for row in load("nvidia").get("l4t_cuda", []):
+        if row["release"] != release:
+            continue
+        need = nums(row.get("revision_min"))
+        if need is not None and (nums(revision) or (0,)) < need:
+            continue
+        return row["cuda"]
+    return None
+
+
 def _hex4(value) -> str:
     s = str(value or "").strip().lower()
     if s.startswith("0x"):

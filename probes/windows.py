@@ -259,8 +259,10 @@ def probe_amd(host, profile) -> None:
     for i, g in enumerate(gpus):
         if chosen is not None:
             g.visible = i in chosen
-        if g.visible and g.usable_compute:
-            g.hip_index, hip = hip, hip + 1
+        if g.usable_compute:  # the index HIP_VISIBLE_DEVICES selects it by (run_env replaces the variable)
+            if g.visible:
+                g.hip_index = hip
+            hip += 1
     profile.amd_gpus = gpus
 
 

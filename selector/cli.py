@@ -302,7 +302,19 @@ class Opts:
             return {}  # a saved profile from another machine: this machine's cache says nothing
         from selector.install.states import cache_root, installed
 
-        return installed(cache_root(self.cache_dir), self.catalog().recipes)
+        return installed(cache_root(self.cache_dir), self.catalog().recipes, self.binary_of)
+
+    def binary_of(self, recipe: str) -> str | None:
+        """The executable a recipe's build holds (the catalog's asset rules), read only when asked."""
+        if not hasattr(self, "_binaries"):
+            try:
+                from selector.install.resolve import load_assets
+
+                self._binaries = {r: a.get("binary") for r, a in load_assets(self.catalog().name)["recipes"].items()
+                                  if isinstance(a, dict)}
+            except Exception:  # noqa: BLE001 - no asset rules for this catalog: nothing to look for
+                self._binaries = {}
+        return self._binaries.get(recipe)
 
     def pins(self):
         from selector.catalog import load_pins

@@ -278,7 +278,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
 
     for msg in repair_cache(cache):  # a crash's leftovers: finish or undo the swap, as install would
         click.echo(f"repaired: {msg}", err=True)
-    inst = installed(cache, cat.recipes)
+    inst = installed(cache, cat.recipes, o.binary_of)
     pins = o.pins()
     rows = []
     for rname in sorted(inst):

@@ -87,9 +87,12 @@ def print_report(rep: dict, err: bool = False) -> None:
         echo(f"  fix       {rep['fix']}")
 
 
+MAX_TIMEOUT = 86400.0  # a day; the process wait cannot take infinity (or NaN) as a limit
+
+
 def check_timeout(timeout: float) -> None:
-    if not timeout or timeout <= 0:
-        raise Fail(EXIT_USAGE, f"--timeout {timeout:g}: must be a number of seconds above 0")
+    if not (0 < timeout <= MAX_TIMEOUT):  # also false for NaN
+        raise Fail(EXIT_USAGE, f"--timeout {timeout:g}: must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
 
 
 @click.command("verify")

@@ -177,7 +177,7 @@ class Machine:
         self.profile = profile
         self.os = profile.os.name
         self.arch = profile.cpu.arch
-        amd = [g for g in profile.amd_gpus if g.visible and g.gfx]
+        amd = [g for g in profile.amd_gpus if g.visible]  # a GPU of unknown gfx target still serves Vulkan
         amd.sort(key=lambda g: (g.integrated, -(g.vram_bytes or 0), g.index))
         self.amd_all = amd
         self.amd = amd[0] if amd else None
@@ -292,6 +292,9 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
             if _matches_family(g.gfx, ex.families):
                 return f"{ex.reason} ({g.name}, {g.gfx})", None, False
     token = None
+    if fams and eff is None:
+        return (f"{g.name}: its gfx target is unknown (not in the tables), so no {row.backend} build can be "
+                f"matched to it ({row.backend} needs {describe_families(fams)})"), None, False
     if fams:
         token = _token(eff, fams)
         if token is None:
@@ -505,36 +508,48 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     reasons: list[str] = []
     passed_all: list = []
+    acc_found: list = []  # satisfying devices of every accelerator type of the row
+    acc_notes: list[str] = []
+    acc_types = 0
     for dtype, fams in entries:
-        if dtype == "cpu":
-            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
-            if found:
-                missing = _check_requires(m, row) or requires.check(m, row, None)
-                if missing:
-                    return RowResult([], missing, [], passed_all)
-        else:
-            found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
-            if found:
-                missing = _check_requires(m, row)
-                if missing:
-                    return RowResult([], missing, [], passed_all + passed)
-        passed_all += passed
+        if acc_found and (dtype == "cpu" or not m.by_type.get(dtype)):
+            continue  # a fit is found: a type this machine lacks, or the CPU, adds nothing
+        found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
         if found:
-            notes = list(notes)
-            if row.note:
-                notes.append(row.note)
-            for dt, text in row.extra.get("device_notes", {}).items():
-                if _HAS_DEVICE[dt](m):
-                    notes.append(text)
-            cpu_because = []
-            if dtype == "cpu" and reasons:
-                cpu_because = list(reasons)
-                notes.append(f"runs on the CPU: {'; '.join(reasons)}")
-            return RowResult(found, "", notes, passed_all, cpu_because)
+            missing = _check_requires(m, row) or (requires.check(m, row, None) if dtype == "cpu" else "")
+            if missing:
+                return RowResult([], missing, [], passed_all + passed)
+        passed_all += passed
+        if found and dtype != "cpu":
+            acc_found += found
+            acc_notes += [n for n in notes if n not in acc_notes]
+            acc_types += 1
+            continue
+        if found:
+            return _row_found(m, row, found, notes, passed_all, reasons)
         for w in why:
             if w and w not in reasons:
                 reasons.append(w)
+    if acc_found:
+        if acc_types > 1:  # a row of several GPU types (Vulkan): the best of all of them, as within one type
+            acc_found.sort(key=lambda d: (bool(getattr(d.gpu, "integrated", False)), -(d.memory_bytes or 0)))
+        return _row_found(m, row, acc_found, acc_notes, passed_all, [])
     return RowResult([], "; ".join(reasons), [], passed_all)
+
+
+def _row_found(m: Machine, row: Row, found, notes, passed_all, reasons) -> RowResult:
+    """The row fits on ``found``; ``reasons`` (why no accelerator entry fit) when that is the CPU."""
+    notes = list(notes)
+    if row.note:
+        notes.append(row.note)
+    for dt, text in row.extra.get("device_notes", {}).items():
+        if _HAS_DEVICE[dt](m):
+            notes.append(text)
+    cpu_because = []
+    if found[0].type == "cpu" and reasons:
+        cpu_because = list(reasons)
+        notes.append(f"runs on the CPU: {'; '.join(reasons)}")
+    return RowResult(found, "", notes, passed_all, cpu_because)
 
 
 _HAS_DEVICE = {
@@ -742,11 +757,20 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     if dev is None or dev.type not in VISIBLE_ENV:
         return {}, "", []
     visible = m.by_type[dev.type]
+    if v.access == "graphics":  # Vulkan enumerates the GPUs of every vendor
+        gpus = {t: len(m.by_type[t]) for t in ("amd_gpu", "nvidia_gpu", "intel_gpu") if m.by_type[t]}
+        total = sum(gpus.values())
+        if total < 2:
+            return {}, "", []
+        what = f"{total} {TYPE_WORDS[dev.type]}s" if len(gpus) == 1 else \
+            f"{total} GPUs ({', '.join(f'{n} {TYPE_WORDS[t]}' for t, n in gpus.items())})"
+        return {}, (f"{what} are visible; Vulkan numbers devices in its own order, "
+                    f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
+    # the devices the compute runtime enumerates: those it can open
+    visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
+               and getattr(g, "driver_loaded", True)]
     if len(visible) < 2:
         return {}, "", []
-    if v.access == "graphics":
-        return {}, (f"{len(visible)} {TYPE_WORDS[dev.type]}s are visible; Vulkan numbers devices in its own order, "
-                    f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
     if dev.type == "amd_gpu":
         group = [d for d in v.devices if d.token == dev.token]
     else:
@@ -757,7 +781,13 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     if dev.type == "nvidia_gpu" and all(d.uuid for d in group):
         ids = [d.uuid for d in group]
     elif dev.type == "nvidia_gpu":
-        ids = [str(_first_int(getattr(d.gpu, "cuda_index", None), d.index)) for d in group]
+        # by index: CUDA counts fastest first unless told PCI order, and run_env replaces any
+        # CUDA_VISIBLE_DEVICES of this shell, so the index is the GPU's place in PCI (NVML) order
+        # among every GPU CUDA can use, visible here or not
+        usable = sorted((g for g in m.profile.nvidia_gpus if g.usable and g.driver_loaded), key=lambda g: g.index)
+        pos = {id(g): n for n, g in enumerate(usable)}
+        ids = [str(pos.get(id(d.gpu), d.index)) for d in group]
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", VISIBLE_ENV[dev.type]: ",".join(ids)}, "", group
     else:
         ids = [str(_first_int(getattr(d.gpu, "hip_index", None), d.index)) for d in group]
     return {VISIBLE_ENV[dev.type]: ",".join(ids)}, "", group

@@ -195,12 +195,14 @@ def match_device(expected: dict | None, dev: dict) -> tuple[bool, str]:
     fam = (expected.get("family") or "").lower()
     dmodels = _models(dtoks)
     emodels = _models(etoks) | ({fam} if fam.startswith("gfx") else set())
+    named = bool(_models(etoks) - {fam})  # the pick's name has a model ("AMD GPU (gfx1201)" has none)
     if dmodels:
         if dmodels & emodels:
             if mem_ok is False:
                 return False, f"the name matches but {dev['total_mib']} MiB is not the pick's {mem // 1048576} MiB"
             return True, "name" + (" and memory" if mem_ok else "")
-        return False, f"'{dev['name']}' is not '{expected.get('name')}'"
+        if named or mem_ok is None:
+            return False, f"'{dev['name']}' is not '{expected.get('name')}'"
     if mem_ok is not None:
         return mem_ok, ("memory" if mem_ok else f"{dev['total_mib']} MiB is not the pick's {mem // 1048576} MiB")
     if integrated and (got_vendor in (None, want_vendor)):

@@ -60,6 +60,7 @@ def test_installed_rocm_wins_over_installable_vulkan(cli, tmp_path):
     d = tmp_path / "bin" / "llamacpp" / "rocm-stable"
     d.mkdir(parents=True)
     (d / "version.txt").write_text(load_pins("lemonade")["llamacpp"]["rocm-stable"] + "\n")
+    (d / "llama-server").write_text("")  # installed = the binary is there (as Lemonade checks)
     r, doc = pick(cli, STRIX, "llamacpp", "--cache-dir", str(tmp_path))
     rec = doc["recipes"]["llamacpp"]
     assert rec["backend"] == "rocm" and rec["state"] == "installed"
@@ -269,3 +270,18 @@ def test_catalog_file_can_replace_the_bundled_one(cli, tmp_path):
     path.write_text(json.dumps(data))
     r = cli("--root", STRIX, "llamacpp", "--catalog", str(path))
     assert r.rc == 5 and "recipes.llamacpp.rows[0].devices" in r.err and "gpu" in r.err
+
+
+def test_arm64_gets_no_pick_that_has_no_arm64_build(cli):
+    # DGX Spark (arm64, GB10): acestep's cuda/vulkan/rocm builds are published for x86_64 only
+    # (pwilkin/acestep.cpp assets *-linux-x64.tar.gz, selector/catalogs/lemonade-assets.json), so
+    # "cuda [installable]" was a pick that `install` then refused ("no install rule ... linux/arm64")
+    spark = machine("linux-dgxos7-dgx-spark-gb10")
+    r, doc = pick(cli, spark, "acestep")
+    rec = doc["recipes"]["acestep"]
+    assert r.rc == 3 and rec["backend"] is None
+    cuda = next(b for b in rec["backends"] if b["name"] == "cuda")
+    assert cuda["reason"] == "the image is built for x86_64 only (found arm64)"
+    assert cli("--root", spark, "check", "acestep", "cuda").rc == 3
+    # llamacpp's cuda build has an arm64 asset: still picked there
+    assert pick(cli, spark, "llamacpp")[1]["recipes"]["llamacpp"]["backend"] == "cuda"

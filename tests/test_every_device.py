@@ -160,7 +160,7 @@ def test_cuda_index_used_when_uuid_unknown(run):
     prof = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48),
                                 nv(1, "sm_70", "NVIDIA TITAN V", 12)])
     r, doc = run(prof, "trellis")
-    assert doc["recipes"]["trellis"]["run_env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert doc["recipes"]["trellis"]["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
 
 
 # A container that sees an RX 7900 XTX in sysfs but was started without --device /dev/kfd
@@ -254,3 +254,121 @@ def test_the_four_machines_of_the_issue(cli, fixture, args, rc, words):
     r = cli("--root", machine(fixture), *args)
     assert r.rc == rc, r.out + r.err
     assert words in r.out + r.err
+
+
+# run_env replaces the variable it names: its values must select the devices from scratch, not be
+# indices among the devices a variable already set in this shell left visible.
+
+def _capture_with_env(tmp_path, name, env):
+    import shutil
+
+    from conftest import machine
+
+    root = tmp_path / name
+    shutil.copytree(machine(name), root, symlinks=True)
+    cap = json.loads((root / "capture.json").read_text())
+    cap["env"] = env
+    (root / "capture.json").write_text(json.dumps(cap))
+    return str(root)
+
+
+def test_run_env_hip_index_holds_when_hip_visible_devices_is_already_set(cli, tmp_path):
+    # HIP_VISIBLE_DEVICES=1,2 leaves the W7500 (KFD GPU 1) and the RX 6600 (GPU 2); the gfx110X build
+    # gets the W7500 alone.  run_env replaces HIP_VISIBLE_DEVICES, so it must say 1 (HIP_VISIBLE_DEVICES=0
+    # would select the Radeon VII)
+    root = _capture_with_env(tmp_path, "linux-ubuntu24.04-radeonvii-w7500-rx6600", {"HIP_VISIBLE_DEVICES": "1,2"})
+    r = cli("--root", root, "llamacpp", "--backend", "rocm", "--json")
+    rec = r.json()["recipes"]["llamacpp"]
+    assert rec["device"]["name"] == "AMD Radeon PRO W7500"
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "1"}
+    # under ROCR_VISIBLE_DEVICES (which run_env leaves in place) HIP numbers what ROCR left: 0
+    root = _capture_with_env(tmp_path / "rocr", "linux-ubuntu24.04-radeonvii-w7500-rx6600", {"ROCR_VISIBLE_DEVICES": "1,2"})
+    rec = cli("--root", root, "llamacpp", "--backend", "rocm", "--json").json()["recipes"]["llamacpp"]
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "0"}
+
+
+def test_cuda_run_env_by_index_fixes_the_order_and_ignores_the_shells_selection(run):
+    # Without UUIDs CUDA_VISIBLE_DEVICES takes indices, which CUDA counts fastest first unless
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA C Programming Guide, "CUDA Environment Variables"): the TITAN V
+    # (PCI order 0, slower) would be CUDA device 1.  The index must be the PCI-order one, counted over
+    # every GPU CUDA can use, since run_env replaces a CUDA_VISIBLE_DEVICES of the shell.
+    prof = profile(nvidia_gpus=[nv(0, "sm_70", "NVIDIA TITAN V", 12, cuda_index=None, visible=False),
+                                nv(1, "sm_70", "NVIDIA TITAN V", 12, cuda_index=0),
+                                nv(2, "sm_89", "NVIDIA RTX 5880 Ada Generation", 48, cuda_index=1)])
+    r, doc = run(prof, "trellis")
+    rec = doc["recipes"]["trellis"]
+    assert rec["device"]["index"] == 1
+    assert rec["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_no_run_env_when_the_runtime_sees_only_the_chosen_gpu(cli, run):
+    # the GTX 1080 Ti has no driver (the open module drives Turing and newer): CUDA enumerates the
+    # RTX 4090 alone, so there is nothing to pin and "run with: CUDA_VISIBLE_DEVICES=..." would
+    # suggest a choice that does not exist
+    from conftest import machine
+
+    root = machine("linux-ubuntu24.04-rtx4090-gtx1080ti-open-module")
+    rec = cli("--root", root, "llamacpp", "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "cuda" and rec["device"]["name"] == "NVIDIA GeForce RTX 4090"
+    assert rec["run_env"] == {}
+    assert "run with" not in cli("--root", root, "llamacpp").out
+    # an AMD GPU ROCm cannot open (no access to its render node) is no HIP device either
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24),
+                    amd(1, "gfx1100", "AMD Radeon RX 7900 XTX", 24, usable_compute=False, usable_graphics=False,
+                        hip_index=None, access_fix="add this user to the render group")])
+    r, doc = run(prof, "llamacpp", "--backend", "rocm")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["device"]["index"] == 0 and rec["run_env"] == {}
+
+
+def test_version_txt_without_the_binary_is_not_installed(cli, tmp_path):
+    # issue 12: "installed" means the backend's binary is present, as Lemonade checks (it searches
+    # <cache>/bin/<recipe>/<backend>/ for the binary), not version.txt alone.  A leftover rocm
+    # directory must not win the pick ("an installed backend wins") nor read as installed.
+    from conftest import machine
+    from selector.catalog import load_pins
+
+    strix = machine("linux-ubuntu24.04-strix-halo")
+    d = tmp_path / "bin" / "llamacpp" / "rocm-stable"
+    d.mkdir(parents=True)
+    (d / "version.txt").write_text(load_pins("lemonade")["llamacpp"]["rocm-stable"] + "\n")
+    rec = cli("--root", strix, "llamacpp", "--cache-dir", str(tmp_path), "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["state"] == "installable"
+    rocm = next(b for b in rec["backends"] if b["name"] == "rocm")
+    assert rocm["state"] == "installable"
+    # with the binary somewhere below it (as Lemonade's archives unpack), it is installed and wins
+    (d / "build" / "bin").mkdir(parents=True)
+    (d / "build" / "bin" / "llama-server").write_text("")
+    rec = cli("--root", strix, "llamacpp", "--cache-dir", str(tmp_path), "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "rocm" and rec["state"] == "installed"
+
+
+def test_a_row_of_several_gpu_types_names_the_best_gpu_of_all_of_them(run):
+    # sd-cpp's vulkan row takes any AMD GPU or any NVIDIA GPU: on a Ryzen 7000 desktop (Raphael iGPU,
+    # gfx1036, 512 MiB carve-out) with an RTX 4090, the device is the discrete 4090, not the iGPU that
+    # happens to be of the first listed type, and `devices` holds every satisfying GPU
+    prof = profile([amd(0, "gfx1036", "AMD Radeon Graphics (Raphael)", 0.5, integrated=True)],
+                   nvidia_gpus=[nv(0, "sm_89", "NVIDIA GeForce RTX 4090", 24, uuid="GPU-4090")])
+    r, doc = run(prof, "sd-cpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["sd-cpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["name"] == "NVIDIA GeForce RTX 4090"
+    assert [d["name"] for d in v["devices"]] == ["NVIDIA GeForce RTX 4090", "AMD Radeon Graphics (Raphael)"]
+    # Vulkan sees both: the note says so although each type has one GPU
+    notes = doc["recipes"]["sd-cpp"]["notes"]
+    assert any("2 GPUs" in n and "GGML_VK_VISIBLE_DEVICES" in n for n in notes), notes
+
+
+def test_an_amd_gpu_of_unknown_target_is_still_an_amd_gpu(run):
+    # a card newer than every table, seen through DRM only (no KFD): its gfx target is unknown, but it
+    # is an AMD GPU with a render node, so Vulkan (any AMD GPU) runs on it; ROCm cannot be matched
+    # to a build, and nothing may say "No AMD GPU found"
+    g = amd(0, "gfx1100", "AMD GPU [1002:7fff]", 16, device="0x7fff", source="drm", usable_compute=False,
+            hip_index=None, access_fix="load the amdgpu driver with KFD")
+    prof = profile([g])
+    prof["amd_gpus"][0].update(gfx=None, gfx_effective=None)
+    r, doc = run(prof, "llamacpp")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["device"]["name"] == "AMD GPU [1002:7fff]"
+    rocm = next(b for b in rec["backends"] if b["name"] == "rocm")
+    assert rocm["supported"] is False and "gfx target" in rocm["reason"]
+    assert "No AMD GPU found" not in json.dumps(doc)

@@ -190,6 +190,7 @@ def test_recipes_labels_status_uninstall_json_follow_their_schemas(cli, tmp_path
     d = cache / "bin" / "llamacpp" / "vulkan"
     d.mkdir(parents=True)
     (d / "version.txt").write_text("b1000\n")
+    (d / "llama-server").write_text("")  # an install holds its binary
     r = cli("status", "--json", "--cache-dir", str(cache))
     jsonschema.validate(r.json(), schema("status"))
     assert [b["dir"] for b in r.json()["backends"]] == ["vulkan"]

@@ -523,3 +523,24 @@ def test_a_bad_assets_file_names_the_file_and_field(edit, field, tmp_path):
     with pytest.raises(InputError) as e:
         load_assets(path=str(path))
     assert str(path) in str(e.value) and field in str(e.value)
+
+
+def test_every_supported_gpu_row_has_a_build_for_the_architectures_it_admits():
+    """A Lemonade row that a GPU or NPU can satisfy is supported on any CPU architecture unless it
+    says otherwise; where lemonade-assets.json publishes its builds for x86_64 only, the row must
+    carry requires.arch ["x86_64"], or an arm64 machine gets an "installable" pick that install
+    refuses (acestep cuda on a DGX Spark)."""
+    from selector.catalog import load
+    from selector.install.resolve import load_assets
+
+    cat, assets = load("lemonade"), load_assets("lemonade")["recipes"]
+    missing = []
+    for rname, recipe in cat.recipes.items():
+        published = assets.get(rname, {}).get("backends", {})
+        for row in recipe.rows:
+            keys = [k for k in published if k == row.backend or k.startswith(row.backend + "-")]
+            arches = {e["arch"] for k in keys for e in published[k] if isinstance(e, dict) and e.get("os") in row.os}
+            gpu = [t for t, _ in row.devices if t != "cpu"]
+            if keys and gpu and arches and "arm64" not in arches and row.requires.get("arch") != ["x86_64"]:
+                missing.append(f"{rname} {row.backend}")
+    assert not missing, missing

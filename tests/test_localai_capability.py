@@ -227,3 +227,19 @@ def test_rocm_images_need_an_amd_gpu_usable_for_compute(tmp_path):
     assert recs["llama-cpp"]["backend"] == "vulkan"
     assert "cannot open /dev/kfd" in verdict(recs["llama-cpp"], "rocm")["reason"]
     assert recs["strata"]["backend"] is None and r.rc == 3
+
+
+ORIN = "linux-jetpack6-jetson-agx-orin"  # JetPack 6.2: /etc/nv_tegra_release says R36, REVISION 4.3
+
+
+def test_jetpack6_orin_gets_no_cuda13_image():
+    # JetPack 6 (L4T R36) ships CUDA 12.6 and a driver for it; CUDA 13 on Jetson comes with JetPack 7
+    # (L4T R38, developer.nvidia.com/embedded/jetpack-archive).  The CUDA 13.0 L4T images cannot load
+    # on it, so llama-cpp's pick is the JetPack 6 image, which is also what LocalAI installs by itself
+    # (capability nvidia-l4t: no /usr/local/cuda-13)
+    doc = pick_all(machine(ORIN))
+    rec = doc["recipes"]["llama-cpp"]
+    assert rec["backend"] == "l4t-cuda12" and rec["install"] == "local-ai backends install nvidia-l4t-arm64-llama-cpp"
+    why = verdict(rec, "l4t-cuda13")["reason"]
+    assert verdict(rec, "l4t-cuda13")["supported"] is False and "CUDA 13" in why and "12.6" in why
+    assert rec["localai"]["same_as_pick"] is True

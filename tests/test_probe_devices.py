@@ -226,9 +226,12 @@ def test_rocr_visible_devices_by_uuid_and_hip_renumbering(tmp_path):
     p = _probe(root)
     assert [g.visible for g in p.amd_gpus] == [False, True, True]
     assert [g.hip_index for g in p.amd_gpus] == [None, 0, 1]
-    # HIP_VISIBLE_DEVICES indexes what ROCR left: 1 is the RX 6600
+    # HIP_VISIBLE_DEVICES indexes what ROCR left: 1 is the RX 6600, and 1 stays its hip_index (the
+    # index HIP_VISIBLE_DEVICES selects it by, which a run_env replacing the variable must use)
     _edit(root, lambda d: d.update(env={"ROCR_VISIBLE_DEVICES": "1,2", "HIP_VISIBLE_DEVICES": "1"}))
-    assert [g.hip_index for g in _probe(root).amd_gpus] == [None, None, 0]
+    p = _probe(root)
+    assert [g.visible for g in p.amd_gpus] == [False, False, True]
+    assert [g.hip_index for g in p.amd_gpus] == [None, None, 1]
 
 
 def test_old_kernel_node_without_gfx_target_version_uses_the_pci_table():

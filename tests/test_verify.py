@@ -201,6 +201,20 @@ def test_rocm_two_gpus_dgpu_picked_and_listed(tmp_path):
     assert rep["dir"] == "rocm-stable" and rep["verdict"] == "verified" and rep["matched"] == "ROCm0"
 
 
+def test_rocm_gpu_the_tables_do_not_name_is_matched_by_memory(tmp_path):
+    # a GPU newer than the PCI tables is named after its target ("AMD GPU (gfx1201)"); ROCm prints its
+    # marketing name.  The probe's name carries no model to compare, so the memory decides: ROCm0 is it
+    prof = report_profile(tmp_path, RX7900, amd=[("AMD GPU (gfx1201)", 16304, "gfx1201", False),
+                                                 ("AMD Radeon Graphics", 512, "gfx1036", True)])
+    fake_build(tmp_path, "rocm-stable", script(R.ROCM_TWO_OUT))
+    r = verify(None, tmp_path, "--backend", "rocm", "--json", profile=prof)
+    assert r.rc == 0, r.out
+    assert r.json()["matched"] == "ROCm0"
+    # and only the iGPU listed is still another device
+    fake_build(tmp_path, "rocm-stable", script(R.ROCM_IGPU_OUT))
+    assert verify(None, tmp_path, "--backend", "rocm", profile=prof).rc == 3
+
+
 def test_rocm_only_the_igpu_is_another_device(tmp_path):
     prof = report_profile(tmp_path, RX7900, amd=[("AMD Radeon RX 9070 XT", 16304, "gfx1201", False),
                                                  ("AMD Radeon Graphics", 512, "gfx1036", True)])
@@ -321,6 +335,15 @@ def test_not_installed_and_bad_timeout(tmp_path):
     assert r.rc == 3 and "not installed" in r.out and "pick-backend install llamacpp" in r.out
     assert verify(STRIX, tmp_path, "--timeout", "0").rc == 2
     assert verify(STRIX, tmp_path, "--backend", "vulkn").rc == 2
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e308"])
+def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(tmp_path, value):
+    # with a build installed, nan / inf reached the process wait as an internal error (exit 1)
+    fake_build(tmp_path, "vulkan", script(R.RADV_STRIX_OUT, R.RADV_STRIX_ERR))
+    r = verify(STRIX, tmp_path, "--timeout", value)
+    assert r.rc == 2, r.out + r.err
+    assert "--timeout" in r.err and "internal error" not in r.err
 
 
 def test_wrong_architecture_does_not_start(tmp_path):

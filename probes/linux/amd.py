@@ -348,17 +348,23 @@ def probe(host, profile) -> None:
     # visibility: ROCR_VISIBLE_DEVICES selects first, HIP_VISIBLE_DEVICES indexes what is left
     order = list(range(len(gpus)))
     uuids = [g.unique_id for g in gpus]
+    rocr = order
     for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
         chosen = visible_indices(host.env.get(var), len(order), [uuids[i] for i in order])
         if chosen is not None:
             order = [order[i] for i in sorted(chosen)]
+        if var == "ROCR_VISIBLE_DEVICES":
+            rocr = order
     for i, gpu in enumerate(gpus):
         if i not in order:
             gpu.visible = False
-    # HIP numbers the visible GPUs ROCm can open, in KFD order
-    hip = [i for i in order if gpus[i].usable_compute] if kfd else []
+    # hip_index: the index HIP_VISIBLE_DEVICES selects the GPU by (what a pick's run_env sets, replacing
+    # any HIP_VISIBLE_DEVICES of this shell): its place among the GPUs ROCm can open that
+    # ROCR_VISIBLE_DEVICES leaves, in KFD order
+    hip = [i for i in rocr if gpus[i].usable_compute] if kfd else []
     for n, i in enumerate(hip):
-        gpus[i].hip_index = n
+        if gpus[i].visible:
+            gpus[i].hip_index = n
 
     override = host.env.get("HSA_OVERRIDE_GFX_VERSION")
     if override is not None and gpus:

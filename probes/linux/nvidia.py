@@ -192,6 +192,22 @@ def jetson_from_release(text: str | None) -> dict | None:
     return {"board": "Jetson", "cc": None}
 
 
+def l4t_cuda_version(text: str | None) -> int | None:
+    """The CUDA version the Jetson driver runs, NVML-style (12060 = 12.6), from /etc/nv_tegra_release
+    ("# R36 (release), REVISION: 4.3, ...") and the L4T table; None when unknown."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    release = first.lstrip("# ").split(" ", 1)[0]
+    revision = None
+    for part in first.split(","):
+        if part.strip().startswith("REVISION:"):
+            revision = part.split(":", 1)[1].strip()
+    cuda = tables.l4t_cuda(release, revision)
+    if not cuda:
+        return None
+    major, minor = (int(x) for x in cuda.split(".")[:2])
+    return major * 1000 + minor * 10
+
+
 def probe(host, profile) -> None:
     nv = host.nvml()
     gpus: list[NvidiaGpu] = []
@@ -233,11 +249,11 @@ def probe(host, profile) -> None:
             )
         compat = compatible_strings(host)
         board = tables.jetson_board(compat)
+        try:
+            release = host.read("/etc/nv_tegra_release")
+        except PermissionError:
+            release = None
         if board is None:
-            try:
-                release = host.read("/etc/nv_tegra_release")
-            except PermissionError:
-                release = None
             board = jetson_from_release(release)
             if board is not None:
                 profile.warn("nvidia", f"Jetson named from /etc/nv_tegra_release, not the device tree: {board['board']}"
@@ -252,6 +268,7 @@ def probe(host, profile) -> None:
                     compute_capability=list(cc) if cc else None,
                     memory_bytes=meminfo_total(host.read("/proc/meminfo")),
                     driver_version=driver,
+                    cuda_driver_version=l4t_cuda_version(release),
                     source="jetson",
                 )
             )

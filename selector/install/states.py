@@ -80,9 +80,12 @@ def cache_root(cache_dir: str | None = None, env=None) -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "lemonade")
 
 
-def installed(cache: str, recipes=None) -> dict[str, dict[str, str | None]]:
+def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, str | None]]:
     """{recipe: {backend_dir: version or None}} for every backend directory in the cache.
-    A directory without a readable version.txt maps to None (update_required)."""
+    A directory without a readable version.txt maps to None (update_required).  A directory that
+    ``install`` did not write (no install.json: Lemonade's own) is installed only when the recipe's
+    binary (``binary_of(recipe)``) is somewhere in it, as Lemonade checks: version.txt alone is not
+    an install."""
     out: dict[str, dict[str, str | None]] = {}
     base = os.path.join(cache, "bin")
     try:
@@ -101,7 +104,12 @@ def installed(cache: str, recipes=None) -> dict[str, dict[str, str | None]]:
             if b.startswith(".") or b.endswith((".staging", ".old", ".lock", ".partial", ".trash", ".unwrap")) or not os.path.isdir(d):
                 continue
             version = read_version(d)
-            if version is not None and os.path.exists(os.path.join(d, "install.json")) and not complete(d):
-                version = None  # its binary or its runtime is gone: update_required, install repairs it
+            if os.path.exists(os.path.join(d, "install.json")):
+                if version is not None and not complete(d):
+                    version = None  # its binary or its runtime is gone: update_required, install repairs it
+            else:
+                binary = binary_of(r) if binary_of is not None else None
+                if binary and not _has_binary(d, binary):
+                    continue  # no binary: not installed (Lemonade searches the directory for it)
             out.setdefault(r, {})[b] = version
     return out
