@@ -202,6 +202,22 @@ class Machine:
     def cpu_device(self) -> Device:
         return Device("cpu", self.arch, 0, self.profile.cpu.brand or None)
 
+    def amd_runs(self) -> list:
+        """The AMD GPUs in best-first order as runs of neighbours that every row judges alike (same
+        gfx, override, name, access, CWSR), so a node of 64 identical GPUs is judged once per row
+        and the order stays exactly best-first."""
+        runs = self.__dict__.get("_amd_runs")
+        if runs is None:
+            runs = self._amd_runs = []
+            for g in self.amd_all:
+                key = (g.gfx, g.gfx_effective or g.gfx, g.name, getattr(g, "usable_compute", True),
+                       getattr(g, "usable_graphics", True), getattr(g, "cwsr", None), getattr(g, "access_fix", None))
+                if runs and runs[-1][0] == key:
+                    runs[-1][1].append(g)
+                else:
+                    runs.append((key, [g]))
+        return runs
+
     def present_types(self) -> list[str]:
         """Accelerator types this machine has a visible device of."""
         out = [t for t in ("amd_gpu", "nvidia_gpu", "intel_gpu", "amd_npu") if self.by_type[t]]
@@ -314,25 +330,33 @@ def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
                access: str):
     found, passed, notes = [], [], []
     memo: dict = {}  # identical GPUs (a node of eight MI300X) are judged once
-    for g in m.amd_all:
-        eff = g.gfx_effective or g.gfx
-        key = (g.gfx, eff, g.name, getattr(g, "usable_compute", True), getattr(g, "usable_graphics", True),
-               getattr(g, "cwsr", None), getattr(g, "access_fix", None))
+    for key, gpus in m.amd_runs():
         verdict = memo.get(key)
         if verdict is None:
-            verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, settings, channel, access, g)
+            verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, settings, channel, access, gpus[0])
         why, token, _ = verdict
-        dev = _amd_device(m, g, eff if fams else g.gfx, token)
+        g = gpus[0]
+        eff = g.gfx_effective or g.gfx
+        devs = _amd_devices(m, key, gpus, eff if fams else g.gfx, token)
         if why:
-            passed.append((dev, why))
+            passed.extend((dev, why) for dev in devs)
             continue
         if fams and eff != g.gfx:
             note = f"judged as {eff} through HSA_OVERRIDE_GFX_VERSION (hardware: {g.gfx})"
             if note not in notes:
                 notes.append(note)
-        found.append(dev)
+        found.extend(devs)
     mismatch = [v for v in memo.values() if v[2]]
     return found, passed, _reasons(passed, len(mismatch), row, fams), notes
+
+
+def _amd_devices(m: Machine, key, gpus, fam, token) -> list[Device]:
+    """The Devices of one run of identical GPUs, made once per machine."""
+    ck = (key, id(gpus[0]), fam, token)
+    devs = m.devices.get(ck)
+    if devs is None:
+        devs = m.devices[ck] = [_amd_device(m, g, fam, token) for g in gpus]
+    return devs
 
 
 def _reasons(passed, mismatches: int, row: Row, fams) -> list[str]:
@@ -716,9 +740,10 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                                     prefer_system_by_recipe=settings.prefer_system_by_recipe)
             # Lemonade's rule lets Vulkan match any AMD GPU: its verdicts differ only where an
             # exclusion applies
+            backends = recipe.backends
             excluded = any(
-                ex.device_type == "amd_gpu" and ex.backend in recipe.backends and _matches_family(g.gfx, ex.families)
-                for ex in catalog.exclusions for g in m.amd_all)
+                ex.device_type == "amd_gpu" and ex.backend in backends and _matches_family(gpus[0].gfx, ex.families)
+                for ex in catalog.exclusions for _, gpus in m.amd_runs())
             lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if excluded else vs
             other, _ = choose(lem, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
