@@ -195,6 +195,8 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
                 raise DownloadError(msg)
             say(progress, f"waiting {wait:.0f} s: {msg}")
             time.sleep(wait)
+            last = msg
+            failures += 1  # a reset already past, answered again and again, must not loop until the deadline
             continue
         if retryable_status(r.status_code):
             last = f"HTTP {r.status_code} from {hop}"
