@@ -2,10 +2,14 @@
 rate-limit answer whose reset is already past, and plans (dry runs) that ignore the network limits.
 Each test drives the real CLI against servers on 127.0.0.1 (test_install.Server)."""
 
+import gzip
+import json
 import time
 
+import pytest
+
 from conftest import run_cli
-from test_install import STRIX, VULKAN_ASSET, VULKAN_TAG, env_for, llama_tar, srv  # noqa: F401
+from test_install import STRIX, VULKAN_ASSET, VULKAN_TAG, Server, env_for, llama_tar, srv  # noqa: F401
 
 API = f"/repos/ggml-org/llama.cpp/releases/tags/{VULKAN_TAG}"
 
@@ -28,3 +32,78 @@ def test_rate_limit_whose_reset_has_passed_is_not_retried_without_end(srv, tmp_p
     assert "rate limit" in r.err
     assert asked <= 10, f"asked the API {asked} times"
     assert time.monotonic() - t0 < 15
+
+
+class EndlessApi(Server):
+    """The API answers 200 and then JSON without end: ("endless_api", seconds_between_blocks, block_size)."""
+
+    def handle(self, h):
+        actions = self.script.get(h.path)
+        if actions and isinstance(actions[0], tuple) and actions[0][0] == "endless_api":
+            _, every, size = actions.pop(0)
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.end_headers()
+            h.close_connection = True
+            h.wfile.write(b'{"assets": [], "body": "')
+            t_end = time.monotonic() + 60
+            while time.monotonic() < t_end:  # bounded, so that a client reading to the end still ends
+                h.wfile.write(b"a" * size)
+                h.wfile.flush()
+                time.sleep(every)
+            return
+        if actions and actions[0] == "gzip":  # as api.github.com answers: Content-Encoding: gzip
+            actions.pop(0)
+            rel = self.releases[("ggml-org/llama.cpp", VULKAN_TAG)]
+            body = gzip.compress(json.dumps({"tag_name": VULKAN_TAG, "assets": [
+                {"name": n, "size": len(data), "digest": d,
+                 "browser_download_url": f"{self.url}/dl/ggml-org/llama.cpp/{VULKAN_TAG}/{n}"}
+                for n, (data, d) in rel.items()]}).encode())
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Encoding", "gzip")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+            return
+        return super().handle(h)
+
+
+@pytest.fixture
+def endless():
+    s = EndlessApi()
+    yield s
+    s.close()
+
+
+def test_an_api_answer_without_end_is_cut_at_a_cap(endless, tmp_path):
+    endless.script[API] = [("endless_api", 0, 1 << 20)]
+    t0 = time.monotonic()
+    r = vulkan(endless, tmp_path / "c", "--json")
+    assert r.rc == 4, r.err
+    assert "MiB" in r.err and API in r.err  # names the cap and the URL
+    assert r.json()["exit"] == 4
+    assert time.monotonic() - t0 < 30
+
+
+def test_an_api_answer_trickling_forever_ends_at_the_deadline(endless, tmp_path):
+    endless.script[API] = [("endless_api", 0.2, 16)]  # never idle long enough for the read timeout
+    t0 = time.monotonic()
+    r = vulkan(endless, tmp_path / "c", "--timeout", "3")
+    assert r.rc == 4, r.err
+    assert "deadline" in r.err
+    assert time.monotonic() - t0 < 20
+
+
+def test_a_gzip_encoded_api_answer_is_read(endless, tmp_path):
+    endless.script[API] = ["gzip"]
+    r = vulkan(endless, tmp_path / "c", "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["artifacts"][0]["verified"] is True
+
+
+def test_an_api_answer_that_stalls_mid_body_is_retried(endless, tmp_path):
+    endless.script[API] = [("endless_api", 30, 16)] * 2  # two answers stall after a few bytes; the third is whole
+    r = vulkan(endless, tmp_path / "c", env={"PICK_BACKEND_READ_TIMEOUT": "1"})
+    assert r.rc == 0, r.err
+    assert r.err.count("retrying in") == 2 and "Timeout" in r.err

@@ -11,6 +11,7 @@ Limits and their environment variables are in ``Limits`` and docs/install.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ ATTEMPTS = 5
 MAX_TRIES = 50  # attempts that made progress included: a server that drops every few bytes ends here
 RETRY_BASE_ENV = "PICK_BACKEND_RETRY_BASE"
 CHUNK = 1 << 20
+MAX_API_BODY = 16 << 20  # a release's JSON is tens of KiB; a hostile API must not fill memory
 RATE_WAIT_MAX = 60.0  # wait for a GitHub rate-limit reset at most this long, else fail and say when
 
 
@@ -171,8 +173,10 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
         hop, seen = url, []
         try:
             while True:
-                r = session.get(hop, timeout=limits.timeout, headers=headers_for(hop), allow_redirects=False)
+                r = session.get(hop, timeout=limits.timeout, headers=headers_for(hop), allow_redirects=False,
+                                stream=True)
                 if r.is_redirect and r.headers.get("Location"):
+                    r.close()
                     from urllib.parse import urljoin
 
                     seen.append(hop)
@@ -211,10 +215,45 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
             hint = " (set GITHUB_TOKEN to raise the API rate limit)" if r.status_code == 403 and not token_set else ""
             raise DownloadError(f"HTTP {r.status_code} from {hop}{hint}")
         try:
-            return r.json()
+            body = _json_body(r, hop, what, limits)
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
+            last = f"answer from {hop} cut off: {e.__class__.__name__}"
+            _wait(limits, backoff(failures), last, progress, what)
+            failures += 1
+            continue
+        try:
+            return json.loads(body)
         except ValueError:
             raise DownloadError(f"{hop} did not answer with JSON") from None
     raise DownloadError(f"{what}: giving up after {attempts} attempts ({last})")
+
+
+def _json_body(r, url: str, what: str, limits: Limits) -> bytes:
+    """The body of an API answer, read in blocks: at most MAX_API_BODY bytes, and never past the
+    overall deadline (a server that trickles forever never trips the read timeout)."""
+    out = bytearray()
+    import urllib3.exceptions as u3
+
+    read1 = getattr(r.raw, "read1", None)
+    with r:
+        while True:
+            # read1: what has arrived, decoded (GitHub's API answers gzip-encoded); read(n) would wait for n
+            try:
+                block = read1(CHUNK, decode_content=True) if read1 else r.raw.read(CHUNK, decode_content=True)
+            except u3.ReadTimeoutError as e:
+                raise requests.Timeout(e) from None
+            except u3.DecodeError as e:
+                raise DownloadError(f"{url}: the answer could not be decoded ({e})") from None
+            except (u3.HTTPError, OSError) as e:
+                raise requests.ConnectionError(e) from None
+            if not block:
+                break
+            out += block
+            if len(out) > MAX_API_BODY:
+                raise DownloadError(f"{what}: the answer from {url} is longer than {MAX_API_BODY >> 20} MiB; "
+                                    "stopped reading (not a releases API answer)")
+            limits.check(what)
+    return bytes(out)
 
 
 def sha256_of(path: str) -> str:
