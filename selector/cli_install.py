@@ -142,11 +142,12 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
     }
 
     if dry_run:
-        from selector.install.download import DownloadError
+        from selector.install.download import DownloadError, Limits
         from selector.install.installer import dest_path, read_version, resolve_remote
 
+        limits = Limits.from_env(deadline=timeout)  # the same limits (and a malformed one is exit 5)
         try:
-            resolve_remote(plan.artifacts, attempts=2)  # a plan, not a download: don't wait long
+            resolve_remote(plan.artifacts, attempts=2, limits=limits)  # a plan, not a download: don't wait long
         except DownloadError as e:
             out["warnings"].append(f"releases API: {e}")
         for a in plan.artifacts:

@@ -107,3 +107,19 @@ def test_an_api_answer_that_stalls_mid_body_is_retried(endless, tmp_path):
     r = vulkan(endless, tmp_path / "c", env={"PICK_BACKEND_READ_TIMEOUT": "1"})
     assert r.rc == 0, r.err
     assert r.err.count("retrying in") == 2 and "Timeout" in r.err
+
+
+def test_dry_run_keeps_the_network_limits(endless, tmp_path):
+    endless.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: llama_tar()})
+    e = env_for(endless)
+    args = ("--root", STRIX, "install", "llamacpp", "--dry-run", "--json", "--cache-dir", str(tmp_path / "c"))
+    endless.script[API] = [("endless_api", 0.2, 16)] * 2
+    t0 = time.monotonic()
+    r = run_cli(*args, "--timeout", "3", env=e)
+    assert r.rc == 0, r.err  # a plan, not a download: the API's failure is a warning
+    assert any("deadline" in w for w in r.json()["warnings"])
+    assert time.monotonic() - t0 < 20
+    e["PICK_BACKEND_TIMEOUT"] = "abc"
+    r = run_cli(*args, env=e)
+    assert r.rc == 5 and "PICK_BACKEND_TIMEOUT" in r.err
+    assert r.json() == {"error": r.json()["error"], "exit": 5}
