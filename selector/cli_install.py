@@ -48,6 +48,13 @@ def _hardware_gfx(profile, device):
     return None
 
 
+def _finite(ctx, param, value):
+    """--timeout nan passes FloatRange (nan compares false) and would switch the deadline off."""
+    if value is not None and not value < float("inf"):
+        raise click.BadParameter(f"{value} is not a number of seconds", ctx, param)
+    return value
+
+
 def _explain(e) -> str:
     return f"{e}; the previous install is untouched"
 
@@ -68,7 +75,7 @@ def _explain(e) -> str:
               help="Install an asset of this kind (runtime: the TheRock runtime; backend; all) that has no "
                    "SHA-256 to check against. Repeatable.")
 @click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+@click.option("--timeout", type=click.FloatRange(min=1), default=None, callback=_finite,
               help="Overall deadline in seconds for API calls and downloads (default 3600; env PICK_BACKEND_TIMEOUT).")
 @click.option("--from-file", "from_file", multiple=True, type=click.Path(dir_okay=False),
               help="Install from this downloaded release archive instead of downloading it (the SHA-256 is still "

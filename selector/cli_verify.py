@@ -88,7 +88,7 @@ def print_report(rep: dict, err: bool = False) -> None:
 
 
 def check_timeout(timeout: float) -> None:
-    if not timeout or timeout <= 0:
+    if not timeout or not 0 < timeout < float("inf"):  # nan compares false with everything
         raise Fail(EXIT_USAGE, f"--timeout {timeout:g}: must be a number of seconds above 0")
 
 

@@ -123,3 +123,15 @@ def test_dry_run_keeps_the_network_limits(endless, tmp_path):
     r = run_cli(*args, env=e)
     assert r.rc == 5 and "PICK_BACKEND_TIMEOUT" in r.err
     assert r.json() == {"error": r.json()["error"], "exit": 5}
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_deadline_that_is_not_a_number_is_refused(value, tmp_path):
+    # a nan deadline compares false with everything: it would switch the deadline off
+    args = ("--root", STRIX, "install", "llamacpp", "--dry-run", "--json", "--cache-dir", str(tmp_path / "c"))
+    r = run_cli(*args, "--timeout", value)
+    assert r.rc == 2 and "--timeout" in r.err and r.json()["exit"] == 2
+    r = run_cli(*args, env={"PICK_BACKEND_TIMEOUT": value, "PICK_BACKEND_GITHUB_API": "http://127.0.0.1:9"})
+    assert r.rc == 5 and "PICK_BACKEND_TIMEOUT" in r.err and r.json()["exit"] == 5
+    r = run_cli("--root", STRIX, "verify", "llamacpp", "--timeout", value, "--cache-dir", str(tmp_path / "c"))
+    assert r.rc == 2 and "--timeout" in r.err
