@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean, options, DECIDE
+from selector.cli import (EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
+                          complete_recipe, decide_all, did_you_mean, options)
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
@@ -60,9 +61,9 @@ def _explain(e) -> str:
 
 
 @click.command("install")
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=complete_recipe)
 @common
-@click.option("--backend", default=None, help="Install this backend instead of the pick.")
+@click.option("--backend", default=None, shell_complete=complete_backend, help="Install this backend instead of the pick.")
 @click.option("--dry-run", is_flag=True, help="Print repository, tag, asset, URL, size, digest and destination; download nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print a result object (no progress bar).")
 @click.option("--force", is_flag=True, help="Install even if the backend is unsupported here (with --gfx/--sm/--os/--arch: for another machine).")
@@ -332,8 +333,8 @@ def _status(ctx, as_json, verify_flag, kwargs):
 
 
 @click.command("uninstall")
-@click.argument("recipe")
-@click.argument("backend")
+@click.argument("recipe", shell_complete=complete_recipe)
+@click.argument("backend", shell_complete=complete_backend)
 @options("catalog", "cache_dir", "channel", "config")  # rocm means the active channel's
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 @click.pass_context

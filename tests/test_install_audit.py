@@ -135,3 +135,24 @@ def test_a_deadline_that_is_not_a_number_is_refused(value, tmp_path):
     assert r.rc == 5 and "PICK_BACKEND_TIMEOUT" in r.err and r.json()["exit"] == 5
     r = run_cli("--root", STRIX, "verify", "llamacpp", "--timeout", value, "--cache-dir", str(tmp_path / "c"))
     assert r.rc == 2 and "--timeout" in r.err
+
+
+def _complete(words):
+    env = {"_PICK_BACKEND_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(words), "COMP_CWORD": str(len(words) - 1)}
+    r = run_cli(env=env)
+    assert r.rc == 0, r.err
+    return [x.split(",", 1) for x in r.out.splitlines() if "," in x]
+
+
+@pytest.mark.parametrize("cmd", ["install", "uninstall", "verify"])
+def test_completion_of_the_install_commands(cmd):
+    assert ["plain", "llamacpp"] in _complete(["pick-backend", cmd, "lla"])
+    after = ["llamacpp", "--backend"] if cmd != "uninstall" else ["llamacpp"]
+    assert _complete(["pick-backend", cmd, *after, "vu"]) == [["plain", "vulkan"]]
+
+
+def test_catalog_completion_offers_names_and_files_not_object_reprs():
+    items = _complete(["pick-backend", "install", "--catalog", "l"])
+    assert ["plain", "lemonade"] in items and ["plain", "localai"] in items
+    assert ["file", "l"] in items
+    assert not any("object at" in v for _, v in items)
