@@ -114,6 +114,13 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         raise Fail(EXIT_UNSUPPORTED, f"{name}: {d.reason}")
     v = d.verdict(d.backend)
     if d.backend == "system" and v.supported:
+        exe = (profile.executables or {}).get("llama-server")
+        if as_json:  # one JSON document on stdout, like every --json
+            render.emit_json({"schema_version": 1, "recipe": name, "backend": "system", "channel": d.channel,
+                              "dir": "system", "version": None, "device": v.device.to_dict() if v.device else None,
+                              "path": exe, "dry_run": dry_run, "state": "system", "artifacts": [],
+                              "warnings": list(warnings) + list(d.warnings)})
+            return
         click.echo(f"{name}: the pick is the system llama-server on PATH; nothing to install")
         return
     device = v.device

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import machine, run_cli
 from test_install import STRIX, VULKAN_ASSET, VULKAN_TAG, Server, env_for, llama_tar, srv  # noqa: F401
 
 API = f"/repos/ggml-org/llama.cpp/releases/tags/{VULKAN_TAG}"
@@ -156,3 +156,19 @@ def test_catalog_completion_offers_names_and_files_not_object_reprs():
     assert ["plain", "lemonade"] in items and ["plain", "localai"] in items
     assert ["file", "l"] in items
     assert not any("object at" in v for _, v in items)
+
+
+def test_install_json_when_the_pick_is_the_system_llama_server(tmp_path):
+    import jsonschema
+    from test_json_contract import schema
+
+    pi5 = machine("linux-raspberrypi-pi5-arm64")  # llama-server on PATH
+    for extra in ((), ("--dry-run",)):
+        r = run_cli("--root", pi5, "install", "llamacpp", "--prefer-system", "--json", "--cache-dir",
+                    str(tmp_path / "c"), *extra)
+        assert r.rc == 0, r.err
+        doc = r.json()  # one JSON document, not a sentence
+        jsonschema.validate(doc, schema("install"))
+        assert doc["backend"] == "system" and doc["state"] == "system" and doc["artifacts"] == []
+        assert doc["path"].endswith("llama-server")
+    assert not (tmp_path / "c").exists()
