@@ -3,13 +3,19 @@ rate-limit answer whose reset is already past, and plans (dry runs) that ignore 
 Each test drives the real CLI against servers on 127.0.0.1 (test_install.Server)."""
 
 import gzip
+import io
 import json
+import stat
+import tarfile
 import time
+import zipfile
 
 import pytest
 
 from conftest import machine, run_cli
-from test_install import STRIX, VULKAN_ASSET, VULKAN_TAG, Server, env_for, llama_tar, srv  # noqa: F401
+from test_install import (NIGHTLY_TAG, SCRIPT, STRIX, VULKAN_ASSET, VULKAN_TAG, Server, env_for, leftovers,  # noqa: F401
+                          llama_tar, srv)
+from test_install_safety import nightly
 
 API = f"/repos/ggml-org/llama.cpp/releases/tags/{VULKAN_TAG}"
 
@@ -172,3 +178,61 @@ def test_install_json_when_the_pick_is_the_system_llama_server(tmp_path):
         assert doc["backend"] == "system" and doc["state"] == "system" and doc["artifacts"] == []
         assert doc["path"].endswith("llama-server")
     assert not (tmp_path / "c").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# archive defences no test pinned (each test fails when its defence is deleted)
+
+
+def _zip_with(name, data, mode, compress=zipfile.ZIP_DEFLATED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compress) as z:
+        z.writestr(_unix_info("llama-server", stat.S_IFREG | 0o755), SCRIPT)
+        z.writestr(_unix_info(name, mode), data)
+    return buf.getvalue()
+
+
+def _unix_info(name, mode):
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def test_zip_link_with_a_huge_target_is_refused_before_it_is_read(srv, tmp_path):
+    # a link entry is read into memory to learn its target: 64 MiB of one letter deflate to 64 KiB
+    data = _zip_with("big-link", b"a" * (64 << 20), stat.S_IFLNK | 0o777)
+    r = nightly(srv, tmp_path / "c", data)
+    assert r.rc == 4 and "refusing link big-link" in r.err, r.err
+    assert leftovers(tmp_path / "c") == []
+
+
+@pytest.mark.parametrize("kind", [stat.S_IFIFO, stat.S_IFCHR, stat.S_IFSOCK])
+def test_zip_special_file_is_refused(srv, tmp_path, kind):
+    r = nightly(srv, tmp_path / "c", _zip_with("dev/thing", b"", kind | 0o644))
+    assert r.rc == 4 and "refusing special file dev/thing" in r.err, r.err
+    assert not (tmp_path / "c" / "bin" / "llamacpp" / "rocm-nightly").exists()
+
+
+@pytest.mark.parametrize("kind", [tarfile.FIFOTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE])
+def test_tar_special_file_is_refused(srv, tmp_path, kind):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        info = tarfile.TarInfo("llama-server")
+        info.size, info.mode = len(SCRIPT), 0o755
+        t.addfile(info, io.BytesIO(SCRIPT))
+        dev = tarfile.TarInfo("dev/thing")
+        dev.type = kind
+        t.addfile(dev)
+    srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: buf.getvalue()})
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(tmp_path / "c"), env=env_for(srv))
+    assert r.rc == 4 and "refusing special file dev/thing" in r.err, r.err
+
+
+def test_an_archive_directory_named_like_the_tools_own_file_is_replaced(srv, tmp_path):
+    data = _zip_with("version.txt/x", b"archive's", stat.S_IFREG | 0o644)
+    r = nightly(srv, tmp_path / "c", data)
+    assert r.rc == 0, r.err
+    d = tmp_path / "c" / "bin" / "llamacpp" / "rocm-nightly"
+    assert (d / "version.txt").is_file() and (d / "version.txt").read_text().strip() == NIGHTLY_TAG
