@@ -236,3 +236,55 @@ def test_an_archive_directory_named_like_the_tools_own_file_is_replaced(srv, tmp
     assert r.rc == 0, r.err
     d = tmp_path / "c" / "bin" / "llamacpp" / "rocm-nightly"
     assert (d / "version.txt").is_file() and (d / "version.txt").read_text().strip() == NIGHTLY_TAG
+
+
+# ------------------------------------------------------------------------------------------------
+# installer defences no test pinned
+
+
+def test_a_declared_size_over_the_download_cap_is_refused_before_any_request(srv, tmp_path):
+    srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: llama_tar()})
+    e = env_for(srv)
+    e["PICK_BACKEND_MAX_DOWNLOAD"] = "100"
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(tmp_path / "c"), env=e)
+    assert r.rc == 4 and "PICK_BACKEND_MAX_DOWNLOAD" in r.err and VULKAN_ASSET in r.err, r.err
+    assert srv.downloads(VULKAN_ASSET) == []
+
+
+def test_a_failed_backend_swap_rolls_back_the_runtime_swapped_before_it(srv, tmp_path, monkeypatch):
+    """Both or neither: the runtime is swapped in first; when the backend's swap then fails, the old
+    runtime and the old backend are back, and nothing half-made is left."""
+    from test_install import old_install, snapshot
+    from test_install_safety import RUNTIME_PATH, RUNTIME_TAR, STABLE_ASSET, STABLE_TAG
+
+    from selector.catalog import load, load_pins
+    from selector.engine import Device
+    from selector.install import installer, resolve, unpack
+
+    monkeypatch.setenv("PICK_BACKEND_GITHUB_API", srv.url)
+    monkeypatch.setenv("PICK_BACKEND_THEROCK_URL", f"{srv.url}/therock")
+    monkeypatch.setenv("PICK_BACKEND_RETRY_BASE", "0")
+    srv.release("lemonade-sdk/llama.cpp", STABLE_TAG, {STABLE_ASSET: llama_tar(STABLE_TAG)})
+    srv.files[RUNTIME_PATH] = RUNTIME_TAR
+    cache = tmp_path / "c"
+    old_install(cache, "rocm-stable")
+    rt = cache / "bin" / "therock" / "gfx1151-7.14.0"
+    rt.mkdir(parents=True)
+    (rt / "version.txt").write_text("7.13.0\n")  # an older runtime: replaced by this install
+    before = snapshot(cache)
+    cat = load("lemonade")
+    plan = resolve.plan(resolve.load_assets("lemonade"), cat.recipes["llamacpp"], "rocm", "stable",
+                        Device("amd_gpu", "gfx1151"), "linux", "x86_64", load_pins("lemonade"))
+    assert [a.kind for a in plan.artifacts] == ["backend", "runtime"]
+    real_run = unpack.Swap.run
+
+    def run(self):
+        if self.kind == "backend":
+            assert (rt / "lib").is_dir()  # the new runtime is in place: its swap ran first
+            raise OSError(18, "Invalid cross-device link", self.dest)
+        return real_run(self)
+
+    monkeypatch.setattr(unpack.Swap, "run", run)
+    with pytest.raises(installer.InstallError, match="moving the new backend into place"):
+        installer.install(plan, str(cache), "linux", allow_unverified=("runtime",))
+    assert snapshot(cache) == before
