@@ -288,3 +288,11 @@ def test_a_failed_backend_swap_rolls_back_the_runtime_swapped_before_it(srv, tmp
     with pytest.raises(installer.InstallError, match="moving the new backend into place"):
         installer.install(plan, str(cache), "linux", allow_unverified=("runtime",))
     assert snapshot(cache) == before
+
+
+@pytest.mark.parametrize("value", ["abc", "-3", "nan"])
+def test_a_malformed_retry_base_is_bad_input(srv, tmp_path, value):
+    srv.script[API] = [503]  # one retry, so the backoff is computed
+    r = vulkan(srv, tmp_path / "c", "--json", env={"PICK_BACKEND_RETRY_BASE": value})
+    assert r.rc == 5 and "PICK_BACKEND_RETRY_BASE" in r.err, r.err
+    assert r.json()["exit"] == 5

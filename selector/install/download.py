@@ -112,10 +112,15 @@ def retryable_status(code: int) -> bool:
 
 def backoff(attempt: int, env=None) -> float:
     env = os.environ if env is None else env
+    raw = env.get(RETRY_BASE_ENV) or "1"
     try:
-        base = float(env.get(RETRY_BASE_ENV, "1"))
+        base = float(raw)
+        if not 0 <= base < float("inf"):  # nan, inf and negatives too
+            raise ValueError
     except ValueError:
-        base = 1.0
+        from probes.host import InputError
+
+        raise InputError(RETRY_BASE_ENV, f"must be a number of seconds, 0 or more, not {raw!r}") from None
     return min(60.0, base * (2 ** attempt))
 
 
