@@ -301,10 +301,9 @@ class Opts:
     def installed(self):
         if self.profile_path and not self.cache_dir:
             return {}  # a saved profile from another machine: this machine's cache says nothing
-        from selector.install.states import binaries, cache_root, installed
+        from selector.install.states import cache_root, installed
 
-        cat = self.catalog()
-        return installed(cache_root(self.cache_dir), cat.recipes, binaries(cat.name))
+        return installed(cache_root(self.cache_dir), self.catalog().recipes)
 
     def pins(self):
         from selector.catalog import load_pins

@@ -285,7 +285,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
     from selector import render
     from selector.engine import state_for
     from selector.install.installer import read_record
-    from selector.install.states import binaries, cache_root, installed
+    from selector.install.states import cache_root, installed
 
     o = Opts(ctx, kwargs)
     cat = o.catalog()
@@ -294,7 +294,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
 
     for msg in repair_cache(cache):  # a crash's leftovers: finish or undo the swap, as install would
         click.echo(f"repaired: {msg}", err=True)
-    inst = installed(cache, cat.recipes, binaries(cat.name))
+    inst = installed(cache, cat.recipes)
     pins = o.pins()
     rows = []
     for rname in sorted(inst):

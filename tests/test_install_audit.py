@@ -296,26 +296,3 @@ def test_a_malformed_retry_base_is_bad_input(srv, tmp_path, value):
     r = vulkan(srv, tmp_path / "c", "--json", env={"PICK_BACKEND_RETRY_BASE": value})
     assert r.rc == 5 and "PICK_BACKEND_RETRY_BASE" in r.err, r.err
     assert r.json()["exit"] == 5
-
-
-# ------------------------------------------------------------------------------------------------
-# a tree Lemonade made (version.txt, no install.json) counts as installed only with its binary
-
-
-def test_a_lemonade_made_tree_without_its_binary_is_not_installed(tmp_path):
-    cache = tmp_path / "c"
-    d = cache / "bin" / "llamacpp" / "vulkan"
-    (d / f"llama-{VULKAN_TAG}").mkdir(parents=True)
-    (d / "version.txt").write_text(VULKAN_TAG + "\n")
-    (d / f"llama-{VULKAN_TAG}" / "llama-server").write_bytes(SCRIPT)  # nested, as Lemonade unpacks it
-
-    def states():
-        r = run_cli("status", "--json", "--cache-dir", str(cache))
-        assert r.rc == 0, r.err
-        st = {row["dir"]: row["state"] for row in r.json()["backends"]}
-        p = run_cli("--root", STRIX, "llamacpp", "--backend", "vulkan", "--json", "--cache-dir", str(cache))
-        return st["vulkan"], p.json()["recipes"]["llamacpp"]["state"]
-
-    assert states() == ("installed", "installed")
-    (d / f"llama-{VULKAN_TAG}" / "llama-server").unlink()  # Lemonade searches for it and finds none
-    assert states() == ("update_required", "update_required")

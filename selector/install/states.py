@@ -65,25 +65,6 @@ def complete(path: str, binary: str | None = None, expect: str | None = None, re
     return True
 
 
-def binaries(catalog_name: str):
-    """``binary_of(recipe)`` for ``installed``: the recipe's binary from the catalog's assets file,
-    read only when a tree without install.json is met (the pick path stays lean)."""
-    loaded: dict = {}
-
-    def binary_of(recipe: str) -> str | None:
-        if "assets" not in loaded:
-            try:
-                from selector.install.resolve import load_assets
-
-                loaded["assets"] = load_assets(catalog_name)
-            except Exception:  # an unreadable assets file: judge by version.txt alone, as before
-                loaded["assets"] = {}
-        b = ((loaded["assets"].get("recipes") or {}).get(recipe) or {}).get("binary")
-        return b if isinstance(b, str) else None
-
-    return binary_of
-
-
 def cache_root(cache_dir: str | None = None, env=None) -> str:
     """--cache-dir, else LEMONADE_CACHE_DIR, else $XDG_CACHE_HOME/lemonade, else ~/.cache/lemonade
     (%USERPROFILE%\\.cache\\lemonade on Windows)."""
@@ -99,11 +80,9 @@ def cache_root(cache_dir: str | None = None, env=None) -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "lemonade")
 
 
-def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, str | None]]:
+def installed(cache: str, recipes=None) -> dict[str, dict[str, str | None]]:
     """{recipe: {backend_dir: version or None}} for every backend directory in the cache.
-    A directory without a readable version.txt maps to None (update_required), and so does one whose
-    binary is gone: the one its install.json names, or for a tree Lemonade made (no install.json)
-    the recipe's binary (``binary_of(recipe)``) searched anywhere in it, as Lemonade searches."""
+    A directory without a readable version.txt maps to None (update_required)."""
     out: dict[str, dict[str, str | None]] = {}
     base = os.path.join(cache, "bin")
     try:
@@ -124,9 +103,5 @@ def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, s
             version = read_version(d)
             if version is not None and os.path.exists(os.path.join(d, "install.json")) and not complete(d):
                 version = None  # its binary or its runtime is gone: update_required, install repairs it
-            elif version is not None and binary_of is not None and not os.path.exists(os.path.join(d, "install.json")):
-                binary = binary_of(r)
-                if binary and not _has_binary(d, binary):
-                    version = None
             out.setdefault(r, {})[b] = version
     return out
