@@ -167,7 +167,8 @@ def complete_catalog(ctx, param, incomplete):
 
     from selector.catalog import BUILTIN
 
-    return [n for n in BUILTIN if n.startswith(incomplete)] + [CompletionItem(incomplete, type="file")]
+    # all items, not names and one item: click wraps every entry again when the first is a str
+    return [CompletionItem(n) for n in BUILTIN if n.startswith(incomplete)] + [CompletionItem(incomplete, type="file")]
 
 
 # ------------------------------------------------------------------------------------------------

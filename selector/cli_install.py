@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from selector.cli import EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean, options, DECIDE
+from selector.cli import (EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
+                          complete_recipe, decide_all, did_you_mean, options)
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
@@ -48,14 +49,21 @@ def _hardware_gfx(profile, device):
     return None
 
 
+def _finite(ctx, param, value):
+    """--timeout nan passes FloatRange (nan compares false) and would switch the deadline off."""
+    if value is not None and not value < float("inf"):
+        raise click.BadParameter(f"{value} is not a number of seconds", ctx, param)
+    return value
+
+
 def _explain(e) -> str:
     return f"{e}; the previous install is untouched"
 
 
 @click.command("install")
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=complete_recipe)
 @common
-@click.option("--backend", default=None, help="Install this backend instead of the pick.")
+@click.option("--backend", default=None, shell_complete=complete_backend, help="Install this backend instead of the pick.")
 @click.option("--dry-run", is_flag=True, help="Print repository, tag, asset, URL, size, digest and destination; download nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print a result object (no progress bar).")
 @click.option("--force", is_flag=True, help="Install even if the backend is unsupported here (with --gfx/--sm/--os/--arch: for another machine).")
@@ -68,7 +76,7 @@ def _explain(e) -> str:
               help="Install an asset of this kind (runtime: the TheRock runtime; backend; all) that has no "
                    "SHA-256 to check against. Repeatable.")
 @click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+@click.option("--timeout", type=click.FloatRange(min=1), default=None, callback=_finite,
               help="Overall deadline in seconds for API calls and downloads (default 3600; env PICK_BACKEND_TIMEOUT).")
 @click.option("--from-file", "from_file", multiple=True, type=click.Path(dir_okay=False),
               help="Install from this downloaded release archive instead of downloading it (the SHA-256 is still "
@@ -106,6 +114,13 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         raise Fail(EXIT_UNSUPPORTED, f"{name}: {d.reason}")
     v = d.verdict(d.backend)
     if d.backend == "system" and v.supported:
+        exe = (profile.executables or {}).get("llama-server")
+        if as_json:  # one JSON document on stdout, like every --json
+            render.emit_json({"schema_version": 1, "recipe": name, "backend": "system", "channel": d.channel,
+                              "dir": "system", "version": None, "device": v.device.to_dict() if v.device else None,
+                              "path": exe, "dry_run": dry_run, "state": "system", "artifacts": [],
+                              "warnings": list(warnings) + list(d.warnings)})
+            return
         click.echo(f"{name}: the pick is the system llama-server on PATH; nothing to install")
         return
     device = v.device
@@ -142,11 +157,12 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
     }
 
     if dry_run:
-        from selector.install.download import DownloadError
+        from selector.install.download import DownloadError, Limits
         from selector.install.installer import dest_path, read_version, resolve_remote
 
+        limits = Limits.from_env(deadline=timeout)  # the same limits (and a malformed one is exit 5)
         try:
-            resolve_remote(plan.artifacts, attempts=2)  # a plan, not a download: don't wait long
+            resolve_remote(plan.artifacts, attempts=2, limits=limits)  # a plan, not a download: don't wait long
         except DownloadError as e:
             out["warnings"].append(f"releases API: {e}")
         for a in plan.artifacts:
@@ -324,8 +340,8 @@ def _status(ctx, as_json, verify_flag, kwargs):
 
 
 @click.command("uninstall")
-@click.argument("recipe")
-@click.argument("backend")
+@click.argument("recipe", shell_complete=complete_recipe)
+@click.argument("backend", shell_complete=complete_backend)
 @options("catalog", "cache_dir", "channel", "config")  # rocm means the active channel's
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 @click.pass_context

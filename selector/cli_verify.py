@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from selector.cli import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, decide_all
+from selector.cli import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
 
 
 def _binary_name(o: Opts, name: str, step: dict) -> str | None:
@@ -96,9 +96,9 @@ def check_timeout(timeout: float) -> None:
 
 
 @click.command("verify")
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=complete_recipe)
 @common
-@click.option("--backend", default=None, help="Verify this backend's installed build instead of the pick's.")
+@click.option("--backend", default=None, shell_complete=complete_backend, help="Verify this backend's installed build instead of the pick's.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds the build may take to answer.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verify report as JSON.")
 @click.pass_context

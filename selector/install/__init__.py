@@ -9,7 +9,7 @@ def env_number(env, name: str, default, cast=float):
         return default
     try:
         n = cast(v)
-        if n <= 0:
+        if not n > 0 or n == float("inf"):  # nan and inf too: a deadline of nan never passes
             raise ValueError
         return n
     except ValueError:

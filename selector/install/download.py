@@ -11,6 +11,7 @@ Limits and their environment variables are in ``Limits`` and docs/install.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ ATTEMPTS = 5
 MAX_TRIES = 50  # attempts that made progress included: a server that drops every few bytes ends here
 RETRY_BASE_ENV = "PICK_BACKEND_RETRY_BASE"
 CHUNK = 1 << 20
+MAX_API_BODY = 16 << 20  # a release's JSON is tens of KiB; a hostile API must not fill memory
 RATE_WAIT_MAX = 60.0  # wait for a GitHub rate-limit reset at most this long, else fail and say when
 
 
@@ -97,10 +99,15 @@ def retryable_status(code: int) -> bool:
 
 def backoff(attempt: int, env=None) -> float:
     env = os.environ if env is None else env
+    raw = env.get(RETRY_BASE_ENV) or "1"
     try:
-        base = float(env.get(RETRY_BASE_ENV, "1"))
+        base = float(raw)
+        if not 0 <= base < float("inf"):  # nan, inf and negatives too
+            raise ValueError
     except ValueError:
-        base = 1.0
+        from probes.host import InputError
+
+        raise InputError(RETRY_BASE_ENV, f"must be a number of seconds, 0 or more, not {raw!r}") from None
     return min(60.0, base * (2 ** attempt))
 
 
@@ -158,8 +165,10 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
         hop, seen = url, []
         try:
             while True:
-                r = session.get(hop, timeout=limits.timeout, headers=headers_for(hop), allow_redirects=False)
+                r = session.get(hop, timeout=limits.timeout, headers=headers_for(hop), allow_redirects=False,
+                                stream=True)
                 if r.is_redirect and r.headers.get("Location"):
+                    r.close()
                     from urllib.parse import urljoin
 
                     seen.append(hop)
@@ -182,6 +191,8 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
                 raise DownloadError(msg)
             say(progress, f"waiting {wait:.0f} s: {msg}")
             time.sleep(wait)
+            last = msg
+            failures += 1  # a reset already past, answered again and again, must not loop until the deadline
             continue
         if retryable_status(r.status_code):
             last = f"HTTP {r.status_code} from {hop}"
@@ -196,10 +207,45 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
             hint = " (set GITHUB_TOKEN to raise the API rate limit)" if r.status_code == 403 and not token_set else ""
             raise DownloadError(f"HTTP {r.status_code} from {hop}{hint}")
         try:
-            return r.json()
+            body = _json_body(r, hop, what, limits)
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
+            last = f"answer from {hop} cut off: {e.__class__.__name__}"
+            _wait(limits, backoff(failures), last, progress, what)
+            failures += 1
+            continue
+        try:
+            return json.loads(body)
         except ValueError:
             raise DownloadError(f"{hop} did not answer with JSON") from None
     raise DownloadError(f"{what}: giving up after {attempts} attempts ({last})")
+
+
+def _json_body(r, url: str, what: str, limits: Limits) -> bytes:
+    """The body of an API answer, read in blocks: at most MAX_API_BODY bytes, and never past the
+    overall deadline (a server that trickles forever never trips the read timeout)."""
+    out = bytearray()
+    import urllib3.exceptions as u3
+
+    read1 = getattr(r.raw, "read1", None)
+    with r:
+        while True:
+            # read1: what has arrived, decoded (GitHub's API answers gzip-encoded); read(n) would wait for n
+            try:
+                block = read1(CHUNK, decode_content=True) if read1 else r.raw.read(CHUNK, decode_content=True)
+            except u3.ReadTimeoutError as e:
+                raise requests.Timeout(e) from None
+            except u3.DecodeError as e:
+                raise DownloadError(f"{url}: the answer could not be decoded ({e})") from None
+            except (u3.HTTPError, OSError) as e:
+                raise requests.ConnectionError(e) from None
+            if not block:
+                break
+            out += block
+            if len(out) > MAX_API_BODY:
+                raise DownloadError(f"{what}: the answer from {url} is longer than {MAX_API_BODY >> 20} MiB; "
+                                    "stopped reading (not a releases API answer)")
+            limits.check(what)
+    return bytes(out)
 
 
 def sha256_of(path: str) -> str:
