@@ -48,6 +48,8 @@ TESTS = {
                            "tests/test_engine_properties.py", "tests/test_state_versions.py"],
     "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
     "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
+    "selector/install/*": ["tests/test_install_safety.py", "tests/test_install_audit.py", "tests/test_install.py",
+                           "tests/test_unpack_gzip.py", "tests/test_install_assets.py", "tests/test_verify_install.py"],
 }
 
 
