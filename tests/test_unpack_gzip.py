@@ -33,3 +33,21 @@ def test_tar_gz_unpacks_through_either_decoder(tmp_path, monkeypatch, decoder):
     with pytest.raises(unpack.ArchiveError):
         unpack.extract(str(tmp_path / "evil.tar.gz"), str(tmp_path / "out2"))
     assert not (tmp_path / "escape").exists()
+
+
+@pytest.mark.parametrize("name", ["..\\escape.txt", "bin\\..\\..\\escape.txt", "C:\\escape.txt", "\\escape.txt"])
+def test_windows_separators_in_a_zip_cannot_climb_out(tmp_path, name):
+    # zips written on Windows may use backslashes; unpacked on Windows they would be path separators
+    import zipfile
+
+    def regular(n):
+        info = zipfile.ZipInfo(n)
+        info.external_attr = 0o100644 << 16  # a regular file, as Windows zip tools also record
+        return info
+
+    with zipfile.ZipFile(tmp_path / "w.zip", "w") as z:
+        z.writestr(regular("llama-server.exe"), b"MZ")
+        z.writestr(regular(name), b"x")
+    with pytest.raises(unpack.ArchiveError, match="absolute path|climbs out"):
+        unpack.extract(str(tmp_path / "w.zip"), str(tmp_path / "out"))
+    assert not (tmp_path / "escape.txt").exists()
