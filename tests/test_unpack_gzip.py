@@ -51,3 +51,16 @@ def test_windows_separators_in_a_zip_cannot_climb_out(tmp_path, name):
     with pytest.raises(unpack.ArchiveError, match="absolute path|climbs out"):
         unpack.extract(str(tmp_path / "w.zip"), str(tmp_path / "out"))
     assert not (tmp_path / "escape.txt").exists()
+
+
+@pytest.mark.parametrize("mode,want", [(0o644, 0o755), (0o600, 0o755), (0o000, 0o755)])
+def test_a_binary_without_modes_becomes_executable_and_never_writable_by_others(tmp_path, mode, want):
+    # Lemonade chmods the binaries after unpacking; the result is rwxr-xr-x, never group/world-writable
+    p = tmp_path / "llama-server"
+    p.write_bytes(b"#!/bin/sh\n")
+    os.chmod(p, mode)
+    unpack.make_executable(str(tmp_path), "llama-server")
+    assert os.stat(p).st_mode & 0o777 == want
+    os.chmod(p, 0o700)  # already executable: left as the archive had it
+    unpack.make_executable(str(tmp_path), "llama-server")
+    assert os.stat(p).st_mode & 0o777 == 0o700
