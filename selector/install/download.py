@@ -224,22 +224,8 @@ def _json_body(r, url: str, what: str, limits: Limits) -> bytes:
     """The body of an API answer, read in blocks: at most MAX_API_BODY bytes, and never past the
     overall deadline (a server that trickles forever never trips the read timeout)."""
     out = bytearray()
-    import urllib3.exceptions as u3
-
-    read1 = getattr(r.raw, "read1", None)
     with r:
-        while True:
-            # read1: what has arrived, decoded (GitHub's API answers gzip-encoded); read(n) would wait for n
-            try:
-                block = read1(CHUNK, decode_content=True) if read1 else r.raw.read(CHUNK, decode_content=True)
-            except u3.ReadTimeoutError as e:
-                raise requests.Timeout(e) from None
-            except u3.DecodeError as e:
-                raise DownloadError(f"{url}: the answer could not be decoded ({e})") from None
-            except (u3.HTTPError, OSError) as e:
-                raise requests.ConnectionError(e) from None
-            if not block:
-                break
+        for block in _chunks(r, decode=True):  # GitHub's API answers gzip-encoded
             out += block
             if len(out) > MAX_API_BODY:
                 raise DownloadError(f"{what}: the answer from {url} is longer than {MAX_API_BODY >> 20} MiB; "
@@ -256,9 +242,10 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
-def _chunks(r):
+def _chunks(r, decode: bool = False):
     """The body as it arrives (urllib3's read1: a connection that drops mid-chunk keeps the bytes
-    that did arrive, so the resume asks only for the rest), else requests' iter_content."""
+    that did arrive, so the resume asks only for the rest), else requests' iter_content.  ``decode``
+    undoes a Content-Encoding (API answers); downloads are hashed as the bytes on the wire."""
     raw = r.raw
     read1 = getattr(raw, "read1", None)
     if read1 is None:
@@ -268,7 +255,7 @@ def _chunks(r):
 
     while True:
         try:
-            block = read1(CHUNK)
+            block = read1(CHUNK, decode_content=decode) if decode else read1(CHUNK)
         except u3.ReadTimeoutError as e:
             raise requests.Timeout(e) from None
         except u3.DecodeError as e:
