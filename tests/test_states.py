@@ -1,0 +1,154 @@
+"""What counts as installed, and where the cache is (selector/install/states.py; DESIGN.md "cache layout",
+lemonade-behaviour.md "update_required").  Lemonade's own installs carry no install.json; ours do."""
+
+import json
+import os
+
+from conftest import run_cli
+from selector.install import states
+
+
+def _write(path, text=""):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _status_cache(env, *args):
+    r = run_cli("status", "--json", *args, env=env)
+    assert r.rc == 0, r.err
+    return r.json()["cache"]
+
+
+def test_cache_directory_precedence(tmp_path):
+    # --cache-dir, else LEMONADE_CACHE_DIR, else $XDG_CACHE_HOME/lemonade, else ~/.cache/lemonade (as Lemonade)
+    home, xdg, lem, flag = (str(tmp_path / n) for n in ("home", "xdg", "lem", "flag"))
+    env = {"HOME": home, "XDG_CACHE_HOME": xdg, "LEMONADE_CACHE_DIR": lem}
+    assert _status_cache(env, "--cache-dir", flag) == flag
+    assert _status_cache(env) == lem
+    assert _status_cache(dict(env, LEMONADE_CACHE_DIR="")) == os.path.join(xdg, "lemonade")
+    assert _status_cache(dict(env, LEMONADE_CACHE_DIR="", XDG_CACHE_HOME="")) == os.path.join(home, ".cache", "lemonade")
+
+
+def test_windows_cache_is_under_userprofile(monkeypatch):
+    monkeypatch.setattr(os, "name", "nt")
+    assert states.cache_root(env={"USERPROFILE": "C:\\Users\\ana"}) == os.path.join("C:\\Users\\ana", ".cache", "lemonade")
+    # Lemonade's variable still wins there
+    assert states.cache_root(env={"USERPROFILE": "C:\\Users\\ana", "LEMONADE_CACHE_DIR": "D:\\lc"}) == "D:\\lc"
+
+
+def _binary_of(recipe):
+    return {"llamacpp": "llama-server", "whispercpp": "whisper-server"}.get(recipe)
+
+
+def test_lemonade_install_counts_only_with_its_binary(tmp_path):
+    bin_dir = tmp_path / "bin" / "llamacpp"
+    # Lemonade's own install: version.txt and the binary somewhere below, no install.json
+    _write(str(bin_dir / "vulkan" / "version.txt"), "b8766\n")
+    _write(str(bin_dir / "vulkan" / "build" / "bin" / "llama-server"))
+    # a Windows build (the cache shared with a Windows install): the .exe is the binary
+    _write(str(bin_dir / "cpu" / "version.txt"), "b8766\n")
+    _write(str(bin_dir / "cpu" / "llama-server.exe"))
+    # version.txt alone is not an install, and does not hide the next directory
+    _write(str(bin_dir / "rocm" / "version.txt"), "b8766\n")
+    _write(str(bin_dir / "rocm" / "README.md"))
+    _write(str(bin_dir / "zzz" / "version.txt"), "b1\n")
+    _write(str(bin_dir / "zzz" / "llama-server"))
+    got = states.installed(str(tmp_path), None, _binary_of)
+    assert got == {"llamacpp": {"vulkan": "b8766", "cpu": "b8766", "zzz": "b1"}}
+    # without a way to name the binary, version.txt is taken at its word
+    assert states.installed(str(tmp_path), None, None)["llamacpp"]["rocm"] == "b8766"
+
+
+def test_work_directories_are_not_backends(tmp_path):
+    bin_dir = tmp_path / "bin" / "llamacpp"
+    for name in ("vulkan", ".hidden", "vulkan.staging", "vulkan.old", "vulkan.lock", "vulkan.partial",
+                 "vulkan.trash", "vulkan.staging.unwrap"):
+        _write(str(bin_dir / name / "version.txt"), "b8766\n")
+        _write(str(bin_dir / name / "llama-server"))
+    _write(str(bin_dir / "notadir"), "b8766\n")
+    assert states.installed(str(tmp_path), None, _binary_of) == {"llamacpp": {"vulkan": "b8766"}}
+
+
+def test_only_the_asked_recipes_are_read(tmp_path):
+    for r, b in (("llamacpp", "llama-server"), ("whispercpp", "whisper-server")):
+        _write(str(tmp_path / "bin" / r / "cpu" / "version.txt"), "v1\n")
+        _write(str(tmp_path / "bin" / r / "cpu" / b))
+    assert set(states.installed(str(tmp_path), {"whispercpp"}, _binary_of)) == {"whispercpp"}
+    assert set(states.installed(str(tmp_path), None, _binary_of)) == {"llamacpp", "whispercpp"}
+    assert states.installed(str(tmp_path / "nothing"), None, _binary_of) == {}
+
+
+def _ours(d, record, version="b8766"):
+    _write(os.path.join(d, "version.txt"), version + "\n")
+    _write(os.path.join(d, "install.json"), json.dumps(record))
+
+
+def test_our_install_is_complete_only_with_what_its_record_names(tmp_path):
+    d = str(tmp_path / "bin" / "llamacpp" / "rocm-stable")
+    rt = str(tmp_path / "bin" / "therock" / "gfx1151")
+    _ours(d, {"binary": "llama-server", "expect": "lib", "runtime": "therock/gfx1151",
+              "runtime_version": "7.12.0", "runtime_expect": "lib/libamdhip64.so"})
+    _write(os.path.join(d, "llama-server"))
+    _write(os.path.join(d, "lib", "libggml.so"))
+    _write(os.path.join(rt, "version.txt"), "7.12.0\n")
+    _write(os.path.join(rt, "lib", "libamdhip64.so"))
+    assert states.installed(str(tmp_path), {"llamacpp"}, _binary_of) == {"llamacpp": {"rocm-stable": "b8766"}}
+    assert states.complete(d)
+
+    os.remove(os.path.join(rt, "lib", "libamdhip64.so"))  # the runtime lost its library
+    assert not states.complete(d)
+    assert states.installed(str(tmp_path), {"llamacpp"}, _binary_of) == {"llamacpp": {"rocm-stable": None}}
+    _write(os.path.join(rt, "lib", "libamdhip64.so"))
+    _write(os.path.join(rt, "version.txt"), "7.11.0\n")  # another runtime version than the one built against
+    assert not states.complete(d)
+    _write(os.path.join(rt, "version.txt"), "7.12.0\n")
+    assert states.complete(d)
+    os.remove(os.path.join(d, "llama-server"))  # the binary install.json names is gone
+    assert not states.complete(d)
+
+
+def test_expect_path_and_record_fields(tmp_path):
+    d = str(tmp_path / "x")
+    _ours(d, {"binary": "bin/llama-server", "expect": "share/models"})
+    _write(os.path.join(d, "bin", "llama-server"))
+    assert not states.complete(d)  # the record's expect path is missing
+    os.makedirs(os.path.join(d, "share", "models"))
+    assert states.complete(d)
+    # an expect given by the caller is checked in place of the record's
+    assert not states.complete(d, expect="lib")
+    # a binary that is a link, or a path out of the tree, is not a binary
+    os.remove(os.path.join(d, "bin", "llama-server"))
+    _write(str(tmp_path / "outside"))
+    os.symlink(str(tmp_path / "outside"), os.path.join(d, "bin", "llama-server"))
+    assert not states.complete(d)
+    for bad in ("../outside", "/etc/passwd", "", 7):
+        assert not states.complete(d, record={"binary": bad})
+    # a runtime path that climbs out is refused even when a matching version.txt sits there
+    _write(str(tmp_path / "version.txt"), "1\n")
+    _write(os.path.join(d, "bin", "real"))
+    assert not states.complete(d, record={"binary": "bin/real", "runtime": "../..", "runtime_version": "1"})
+
+
+def test_record_without_binary_falls_back_to_a_search(tmp_path):
+    d = str(tmp_path / "y")
+    _ours(d, {"version": "b1"})
+    assert not states.complete(d, binary="llama-server")  # a record but no binary: install.json must name it
+    assert states.complete(d)  # nothing to look for
+    d2 = str(tmp_path / "z")
+    os.makedirs(d2)
+    assert not states.complete(d2, binary="llama-server")
+    _write(os.path.join(d2, "deep", "llama-server.exe"))
+    assert states.complete(d2, binary="llama-server")
+
+
+def test_unreadable_version_and_record(tmp_path):
+    d = str(tmp_path / "v")
+    _write(os.path.join(d, "version.txt"), "\n")
+    _write(os.path.join(d, "install.json"), "[1, 2]")
+    assert states.read_version(d) is None
+    assert states.read_record(d) == {}
+    _write(os.path.join(d, "version.txt"), "b9 \nsecond line\n")
+    _write(os.path.join(d, "install.json"), "{not json")
+    assert states.read_version(d) == "b9"
+    assert states.read_record(d) == {}
