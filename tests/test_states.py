@@ -27,7 +27,9 @@ def test_cache_directory_precedence(tmp_path):
     assert _status_cache(env, "--cache-dir", flag) == flag
     assert _status_cache(env) == lem
     assert _status_cache(dict(env, LEMONADE_CACHE_DIR="")) == os.path.join(xdg, "lemonade")
-    assert _status_cache(dict(env, LEMONADE_CACHE_DIR="", XDG_CACHE_HOME="")) == os.path.join(home, ".cache", "lemonade")
+    # USERPROFILE is Windows' home: elsewhere it is some other program's variable, not a cache location
+    assert _status_cache(dict(env, LEMONADE_CACHE_DIR="", XDG_CACHE_HOME="", USERPROFILE=str(tmp_path / "w"))) \
+        == os.path.join(home, ".cache", "lemonade")
 
 
 def test_windows_cache_is_under_userprofile(monkeypatch):

@@ -15,17 +15,26 @@ Slow (one pytest run per mutant): never part of .ci/run.  See docs/testing.md.
 
 Operators: comparison flips (== !=, < <=, > >=, in / not in, is / is not), and <-> or, dropping a
 ``not``, arithmetic and shift flips, True <-> False, n -> n + 1, identifier-like strings changed,
-``return x`` -> ``return None``, ``x = e`` -> ``x = None``, a call statement deleted (a warning
+``return x`` -> ``return None`` (not for ``return False``/``0``: equivalent where the answer is tested
+for truth, and the constant is flipped anyway), ``x = e`` -> ``x = None``, a call statement deleted (a warning
 never issued, an item never appended), continue <-> break. Message wording is left alone: strings
 with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports. A
 line ending in ``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the
 line above).
+
+Each mutant runs only the tests that execute its statement: one coverage run first maps line -> test
+ids, counting the CLI subprocesses the tests start (a sitecustomize on the copy's path starts coverage
+in them, with the test's id as context).  Needs ``coverage`` (``pip install -e '.[mutate]'``); without
+it, or with ``--all-tests``, every mapped test runs on every mutant.  ``-j 2`` runs two mutants at
+once, each in its own copy.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import concurrent.futures
+import json
 import os
 import random
 import shutil
@@ -33,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +140,8 @@ def _mutations(node):
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         out.append(("not x -> x", "unwrap"))
     elif isinstance(node, ast.Return) and node.value is not None and not (
-            isinstance(node.value, ast.Constant) and node.value.value is None):
+            isinstance(node.value, ast.Constant) and node.value.value in (None, False)):
+        # (return False -> None is equivalent wherever the answer is tested for truth; False -> True is made)
         out.append(("return x -> return None", lambda n: setattr(n, "value", ast.Constant(None))))
     elif isinstance(node, ast.Assign) and not (isinstance(node.value, ast.Constant) and node.value.value is None) \
             and not all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
@@ -145,8 +156,9 @@ def _mutations(node):
 
 
 class Mutant:
-    def __init__(self, index, node_no, which, line, desc):
+    def __init__(self, index, node_no, which, line, desc, stmt_line=None):
         self.index, self.node_no, self.which, self.line, self.desc = index, node_no, which, line, desc
+        self.stmt_line = stmt_line or line  # the line coverage records for the statement holding the mutant
         self.status = "not run"
 
 
@@ -158,6 +170,11 @@ def mutants_of(source: str) -> list[Mutant]:
     tree = ast.parse(source)
     skip = _skipped_nodes(tree)
     lines = source.splitlines()
+    stmt_of = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.stmt):
+            for node in ast.walk(stmt):
+                stmt_of[id(node)] = stmt.lineno  # inner statements are walked later and overwrite
     out = []
     for no, node in enumerate(_numbered(tree)):
         if id(node) in skip or not hasattr(node, "lineno"):
@@ -165,7 +182,7 @@ def mutants_of(source: str) -> list[Mutant]:
         if "pragma: no mutate" in lines[node.lineno - 1]:
             continue
         for which, (desc, _) in enumerate(_mutations(node)):
-            out.append(Mutant(len(out), no, which, node.lineno, desc))
+            out.append(Mutant(len(out), no, which, node.lineno, desc, stmt_of.get(id(node))))
     return out
 
 
@@ -236,6 +253,94 @@ def run_tests(copy: str, tests: list[str], timeout: float | None) -> tuple[str, 
     return f"error rc={p.returncode}: {p.stdout[-500:]}{p.stderr[-500:]}", dt
 
 
+# ---- which tests run which line (coverage) -----------------------------------------------------
+
+_PLUGIN = """
+import json
+import os
+import time
+
+import pytest
+
+DURATIONS = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # subprocesses take the test's id as their static context (the coveragerc reads this variable);
+    # this process switches its dynamic context
+    os.environ["PICK_MUTATE_TEST"] = item.nodeid
+    import coverage
+
+    cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(item.nodeid)
+    t0 = time.monotonic()
+    yield
+    DURATIONS[item.nodeid] = time.monotonic() - t0
+    if cov is not None:
+        cov.switch_context("")
+    os.environ.pop("PICK_MUTATE_TEST", None)
+
+
+def pytest_sessionfinish(session):
+    with open(os.path.join(os.path.dirname(__file__), "durations.json"), "w") as f:
+        json.dump(DURATIONS, f)
+"""
+
+
+def tests_by_line(copy: str, modules: list[str], tests: list[str]):
+    """({module: {line: test ids that execute it}}, {test id: seconds}), counting this process and every
+    CLI subprocess a test starts; "" stands for "at import, outside any test".  None without coverage."""
+    try:
+        import coverage
+    except ImportError:
+        return None
+    site = os.path.join(copy, ".mutcov")
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write("import coverage\ncoverage.process_startup()\n")
+    with open(os.path.join(site, "mutcov_plugin.py"), "w", encoding="utf-8") as f:
+        f.write(_PLUGIN)
+    rc = os.path.join(site, "coveragerc")
+    with open(rc, "w", encoding="utf-8") as f:
+        f.write("[run]\nparallel = True\ndata_file = " + os.path.join(site, "data") + "\n"
+                "context = ${PICK_MUTATE_TEST}\ninclude =\n"
+                + "".join(f"    {os.path.join(copy, m)}\n" for m in modules))
+    env = dict(os.environ, COVERAGE_PROCESS_START=rc, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join([site, copy] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "mutcov_plugin",
+           "--hypothesis-seed=0", *tests]
+    p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"the tests fail under coverage; cannot map lines to tests:\n{p.stdout[-2000:]}")
+    cov = coverage.Coverage(config_file=rc)
+    cov.combine(data_paths=[site])
+    data = cov.get_data()
+    out = {}
+    for m in modules:
+        by_line = data.contexts_by_lineno(os.path.join(copy, m)) or {}
+        out[m] = {line: {c.split("|")[-1] for c in ctxs} for line, ctxs in by_line.items()}
+    with open(os.path.join(site, "durations.json"), encoding="utf-8") as f:
+        durations = json.load(f)
+    shutil.rmtree(site, ignore_errors=True)
+    return out, durations
+
+
+def select_tests(m: Mutant, by_line: dict[int, set[str]] | None, tests: list[str]) -> list[str] | None:
+    """The tests to run on this mutant: those that execute its statement, in suite order; the module's
+    whole list when its statement also runs at import; [] when no test reaches it."""
+    if by_line is None:
+        return tests
+    ids = by_line.get(m.stmt_line, set())
+    if "" in ids:
+        return tests
+    # a parametrized test by its function: some ids hold a path of the scratch copy, which differs per job
+    ids = {i.split("[", 1)[0] for i in ids}
+    order = {t: i for i, t in enumerate(tests)}
+    return sorted(ids, key=lambda nodeid: (order.get(nodeid.split("::")[0], len(order)), nodeid))
+
+
 def _check_copy_is_imported(copy: str) -> None:
     env = dict(os.environ, PYTHONPATH=copy, PYTHONDONTWRITEBYTECODE="1")
     where = subprocess.run([sys.executable, "-c", "import probes, selector; print(probes.__file__, selector.__file__)"],
@@ -251,13 +356,17 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, help="run a random sample of this many mutants per module")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     ap.add_argument("--lines", help="only mutants on these lines, e.g. 120-180")
+    ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once, each in its own copy")
+    ap.add_argument("--all-tests", action="store_true",
+                    help="run every mapped test on each mutant, not only those that execute its line")
     ap.add_argument("--list", action="store_true", help="list the mutants; run nothing")
     ap.add_argument("--show", type=int, metavar="N", help="print mutant N of the (single) module as a diff")
     args = ap.parse_args(argv)
 
-    copy = None
+    copies: list[str] = []
+    mapped: dict = {}
     totals = []
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean the scratch copy up on kill too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean the scratch copies up on kill too
     try:
         for module in args.modules:
             module = os.path.relpath(os.path.abspath(module), ROOT)
@@ -283,38 +392,79 @@ def main(argv=None) -> int:
                     print(f"{module}:{m.line}: #{m.index} {m.desc}    | {lines[m.line - 1].strip()}")
                 print(f"{module}: {len(muts)} mutants")
                 continue
-            if copy is None:
-                copy = make_copy()
-                _check_copy_is_imported(copy)
-            tests = args.tests or [t for t in tests_for(module) if os.path.exists(os.path.join(copy, t))]
-            target = os.path.join(copy, module)
-            with open(target, "w", encoding="utf-8") as f:
-                f.write(source)
-            status, base = run_tests(copy, tests, None)
-            if status != "survived":
-                print(f"{module}: the tests fail before any mutation ({status}); fix them first", file=sys.stderr)
-                return 2
-            timeout = 3 * base + 30
-            print(f"{module}: {len(muts)} mutants, tests: {' '.join(tests)} ({base:.0f}s unmutated)", flush=True)
+            while len(copies) < max(1, args.jobs):
+                copies.append(make_copy())
+                _check_copy_is_imported(copies[-1])
+            tests = args.tests or [t for t in tests_for(module) if os.path.exists(os.path.join(copies[0], t))]
+            for c in copies:
+                with open(os.path.join(c, module), "w", encoding="utf-8") as f:
+                    f.write(source)
+            key = tuple(tests)
+            if key not in mapped and not args.all_tests:
+                # one coverage run of these tests maps every module given that uses them
+                same = [os.path.relpath(os.path.abspath(x), ROOT) for x in args.modules]
+                same = [x for x in same if (args.tests or tests_for(x)) == (args.tests or tests_for(module))]
+                t0 = time.monotonic()
+                mapped[key] = tests_by_line(copies[0], same, tests)
+                if mapped[key] is not None:
+                    print(f"coverage of {len(tests)} test file(s) mapped in {time.monotonic() - t0:.0f}s", flush=True)
+            if mapped.get(key) is None:
+                status, base = run_tests(copies[0], tests, None)
+                if status != "survived":
+                    print(f"{module}: the tests fail before any mutation ({status}); fix them first",
+                          file=sys.stderr)
+                    return 2
+                by_line, durations = None, None
+            else:
+                by_line, durations = mapped[key][0][module], mapped[key][1]
+                base = sum(durations.values())
+            how = "all of them per mutant" if by_line is None else "per mutant, those that execute its line"
+
+            def timeout_for(selected):
+                if durations is None:
+                    return 3 * base + 30
+                return 3 * sum(durations.get(t, base) for t in selected) + 30
+            print(f"{module}: {len(muts)} mutants, tests: {' '.join(tests)} ({base:.0f}s unmutated; {how})",
+                  flush=True)
             survivors = []
-            for n, m in enumerate(muts, 1):
-                with open(target, "w", encoding="utf-8") as f:
-                    f.write(mutated_source(source, m))
-                # the first test file alone first: most mutants die there, without collecting the rest
-                m.status, _ = run_tests(copy, tests[:1], timeout)
-                if m.status == "survived" and len(tests) > 1:
-                    m.status, _ = run_tests(copy, tests[1:], timeout)
-                if m.status == "timeout":
-                    m.status = "killed"  # an endless loop is caught by the suite's time limit
-                if m.status != "killed":
-                    survivors.append(m)
-                    print(f"  [{n}/{len(muts)}] SURVIVED {module}:{m.line} #{m.index} {m.desc}"
-                          f"    | {lines[m.line - 1].strip()}" + ("" if m.status == "survived" else f"  ({m.status})"),
-                          flush=True)
-                elif n % 25 == 0:
-                    print(f"  [{n}/{len(muts)}] {n - len(survivors)} killed so far", flush=True)
-            with open(target, "w", encoding="utf-8") as f:
-                f.write(source)
+            done = [0]
+            lock = threading.Lock()
+            free = list(copies)
+
+            def one(m: Mutant) -> None:
+                selected = select_tests(m, by_line, tests)
+                if not selected:
+                    m.status = "no test executes this line"
+                else:
+                    with lock:
+                        copy = free.pop()
+                    try:
+                        with open(os.path.join(copy, module), "w", encoding="utf-8") as f:
+                            f.write(mutated_source(source, m))
+                        # the first test alone first: most mutants die there, without collecting the rest
+                        m.status, _ = run_tests(copy, selected[:1], timeout_for(selected[:1]))
+                        if m.status == "survived" and len(selected) > 1:
+                            m.status, _ = run_tests(copy, selected[1:], timeout_for(selected[1:]))
+                        with open(os.path.join(copy, module), "w", encoding="utf-8") as f:
+                            f.write(source)
+                    finally:
+                        with lock:
+                            free.append(copy)
+                    if m.status == "timeout":
+                        m.status = "killed"  # an endless loop is caught by the suite's time limit
+                with lock:
+                    done[0] += 1
+                    n = done[0]
+                    if m.status != "killed":
+                        survivors.append(m)
+                        print(f"  [{n}/{len(muts)}] SURVIVED {module}:{m.line} #{m.index} {m.desc}"
+                              f"    | {lines[m.line - 1].strip()}"
+                              + ("" if m.status == "survived" else f"  ({m.status})"), flush=True)
+                    elif n % 25 == 0:
+                        print(f"  [{n}/{len(muts)}] {n - len(survivors)} killed so far", flush=True)
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(copies)) as pool:
+                list(pool.map(one, muts))
             killed = len(muts) - len(survivors)
             totals.append((module, killed, len(muts)))
             pct = 100.0 * killed / len(muts) if muts else 100.0
@@ -322,12 +472,14 @@ def main(argv=None) -> int:
                   + (f", sample of {args.sample} (seed {args.seed})" if args.sample else ""), flush=True)
         if len(totals) > 1:
             print("\nsummary")
-            for module, killed, total in totals:
+            all_killed = sum(k for _, k, _ in totals)
+            all_total = sum(t for _, _, t in totals)
+            for module, killed, total in totals + [("all", all_killed, all_total)]:
                 print(f"  {module:32} {killed:4}/{total:<4} {100.0 * killed / total if total else 100:5.1f}%")
         return 0
     finally:
-        if copy:
-            shutil.rmtree(copy, ignore_errors=True)
+        for c in copies:
+            shutil.rmtree(c, ignore_errors=True)
 
 
 if __name__ == "__main__":
