@@ -59,7 +59,8 @@ TESTS = {
     "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
     "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
     "selector/install/*": ["tests/test_install_safety.py", "tests/test_install_audit.py", "tests/test_install.py",
-                           "tests/test_unpack_gzip.py", "tests/test_install_assets.py", "tests/test_verify_install.py"],
+                           "tests/test_unpack_gzip.py", "tests/test_install_assets.py", "tests/test_verify_install.py",
+                           "tests/test_states.py", "tests/test_install_lock.py"],
 }
 
 
@@ -327,18 +328,23 @@ def tests_by_line(copy: str, modules: list[str], tests: list[str]):
     return out, durations
 
 
-def select_tests(m: Mutant, by_line: dict[int, set[str]] | None, tests: list[str]) -> list[str] | None:
-    """The tests to run on this mutant: those that execute its statement, in suite order; the module's
-    whole list when its statement also runs at import; [] when no test reaches it."""
+def select_tests(m: Mutant, by_line: dict[int, set[str]] | None, tests: list[str], first=(),
+                 durations=None) -> list[str] | None:
+    """The tests to run on this mutant: those that execute its statement; the whole list when its
+    statement also runs at import; [] when no test reaches it.  Tests of the files in ``first`` (the
+    module's own) come first, then the fastest: a mutant dies sooner, a survivor costs less."""
     if by_line is None:
         return tests
     ids = by_line.get(m.stmt_line, set())
     if "" in ids:
         return tests
-    # a parametrized test by its function: some ids hold a path of the scratch copy, which differs per job
-    ids = {i.split("[", 1)[0] for i in ids}
-    order = {t: i for i, t in enumerate(tests)}
-    return sorted(ids, key=lambda nodeid: (order.get(nodeid.split("::")[0], len(order)), nodeid))
+    durations = durations or {}
+    took: dict[str, float] = {}
+    for i in ids:  # a parametrized test by its function: some ids hold a path of the scratch copy
+        fn = i.split("[", 1)[0]
+        took[fn] = took.get(fn, 0.0) + durations.get(i, 1.0)
+    own = {t: n for n, t in enumerate(first)}
+    return sorted(took, key=lambda f: (own.get(f.split("::")[0], len(own)), took[f], f))
 
 
 def _check_copy_is_imported(copy: str) -> None:
@@ -432,7 +438,7 @@ def main(argv=None) -> int:
             free = list(copies)
 
             def one(m: Mutant) -> None:
-                selected = select_tests(m, by_line, tests)
+                selected = select_tests(m, by_line, tests, tests_for(module), durations)
                 if not selected:
                     m.status = "no test executes this line"
                 else:
