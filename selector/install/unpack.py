@@ -227,10 +227,11 @@ class Tree:
                                    "(not a file written earlier)") from None
         finally:
             self._done_parent(parent)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a directory opens read-only too
+            os.close(fd)
+            raise ArchiveError(f"{self.label}: refusing hard link {rel} -> {target_rel} (not a regular file)")
         with open(fd, "rb", closefd=True) as src:
-            st = os.fstat(src.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise ArchiveError(f"{self.label}: refusing hard link {rel} -> {target_rel} (not a regular file)")
             self.file(rel, src, st.st_size, st.st_mode)
 
     def symlink(self, rel: str, target: str) -> None:
@@ -308,8 +309,9 @@ def extract(archive, staging: str, name: str | None = None, caps: Caps | None = 
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, ValueError, LookupError, NotImplementedError) as e:
         raise ArchiveError(f"{label}: not a readable archive ({e.__class__.__name__}: {e})") from None
     except Exception as e:
-        if type(e).__module__.startswith(("py7zr", "isal", "gzip", "lzma", "zlib")) or \
-                type(e).__name__ in ("BadGzipFile", "LZMAError", "error"):
+        # the decoders' own errors: ISA-L raises igzip_lib.IsalError on a bad deflate block
+        if type(e).__module__.startswith(("py7zr", "isal", "igzip_lib", "gzip", "lzma", "zlib")) or \
+                type(e).__name__ in ("BadGzipFile", "LZMAError", "IsalError", "error"):
             raise ArchiveError(f"{label}: not a readable archive ({e.__class__.__name__}: {e})") from None
         raise
     finally:

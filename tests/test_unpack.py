@@ -1,0 +1,525 @@
+"""Unpacking in process (selector/install/unpack.py): what each hostile entry is refused with, the
+caps, wrapper directories, the swap and its repair.  Every archive test runs twice: through the
+descriptor-relative writer Linux and macOS use (O_NOFOLLOW, dir_fd) and through the path-based
+writer Windows uses, so the Windows defences are exercised here too."""
+
+import io
+import lzma
+import os
+import stat
+import tarfile
+import zipfile
+
+import pytest
+
+from selector.install import unpack
+from selector.install.unpack import ArchiveError, Caps
+
+
+@pytest.fixture(params=["dirfd", "paths"])
+def writer(request, monkeypatch):
+    if request.param == "paths":
+        monkeypatch.setattr(unpack, "HAVE_DIRFD", False)
+    elif not unpack.HAVE_DIRFD:
+        pytest.skip("this platform has no dir_fd writer")
+    return request.param
+
+
+def tar_of(entries, mode="w:gz"):
+    """(name, bytes) files, (name, None) directories, (name, ("sym"|"hard", target)) links."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as t:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            if isinstance(data, tuple):
+                info.type = tarfile.SYMTYPE if data[0] == "sym" else tarfile.LNKTYPE
+                info.linkname = data[1]
+                t.addfile(info)
+            elif data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def zip_of(entries):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name)
+            info.create_system = 3
+            if isinstance(data, tuple):
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+                z.writestr(info, data[1])
+            elif data is None:
+                info.external_attr = (stat.S_IFDIR | 0o755) << 16
+                z.writestr(info if name.endswith("/") else zipfile.ZipInfo(name + "/"), b"")
+            else:
+                info.external_attr = (stat.S_IFREG | 0o644) << 16
+                z.writestr(info, data)
+    return buf.getvalue()
+
+
+def unpack_bytes(tmp_path, name, data, caps=None):
+    p = tmp_path / name
+    p.write_bytes(data)
+    staging = tmp_path / ("staging-" + name)
+    unpack.extract(str(p), str(staging), name, caps)
+    return staging
+
+
+def refused(tmp_path, name, data, caps=None):
+    with pytest.raises(ArchiveError) as e:
+        unpack_bytes(tmp_path, name, data, caps)
+    return str(e.value)
+
+
+# ---- names ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ext, kind", [(".zip", "zip"), (".tar.gz", "tgz"), (".TGZ", "tgz"), (".tar.xz", "txz"),
+                                       (".7z", "7z"), (".Zip", "zip")])
+def test_archive_kinds(ext, kind):
+    assert unpack.archive_kind("llama" + ext) == kind
+
+
+@pytest.mark.parametrize("name", ["llama.tar", "llama.tar.bz2", "llama.rar", "llama"])
+def test_unsupported_archive_names_the_file_and_what_is_supported(name):
+    with pytest.raises(ArchiveError) as e:
+        unpack.archive_kind(name)
+    assert str(e.value) == f"unsupported archive: {name} (supported: .zip, .tar.gz, .tar.xz, .7z with py7zr)"
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
+                                     (5 << 20, "5.0 MiB"), (3 << 30, "3.0 GiB"), (2 << 40, "2.0 TiB"),
+                                     (4096 << 40, "4096.0 TiB")])
+def test_human_sizes(n, text):
+    assert unpack.human(n) == text
+
+
+@pytest.mark.parametrize("name, words", [("/etc/x", "absolute path"), ("C:x", "absolute path"),
+                                         ("a/../../x", "climbs out"), ("..", "climbs out")])
+def test_entry_names_refused(tmp_path, writer, name, words):
+    msg = refused(tmp_path, "a.tar.gz", tar_of([(name, b"x")]))
+    assert msg.startswith("a.tar.gz: refusing entry") and words in msg
+
+
+def test_a_nul_byte_in_a_name_is_refused():
+    # tar headers end names at the first NUL; zip and 7z names can hold one
+    with pytest.raises(ArchiveError) as e:
+        unpack._check_name("bin/llama\0-server", "a.zip")
+    assert str(e.value) == "a.zip: refusing entry with a NUL byte in its name: 'bin/llama\\x00-server'"
+
+
+def test_dot_components_are_dropped_not_refused(tmp_path, writer):
+    s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("./bin/./llama-server", b"x"), (".", None), ("./", None)]))
+    assert (s / "bin" / "llama-server").read_bytes() == b"x"
+
+
+# ---- what an entry may not be -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["a.tar.gz", "a.zip"])
+def test_a_file_under_a_link_is_refused_and_nothing_leaves_the_tree(tmp_path, writer, fmt):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    make = tar_of if fmt.endswith("gz") else zip_of
+    data = make([("lib", ("sym", str(outside)) if fmt.endswith("gz") else ("sym", "../outside")),
+                 ("lib/evil.so", b"x")])
+    msg = refused(tmp_path, fmt, data)
+    # tar: the absolute target is refused on sight; zip: links come last, and lib is a directory by then
+    assert msg in (f"{fmt}: refusing link lib -> {outside} (absolute or empty target)",
+                   f"{fmt}: refusing lib: lib is already a directory"), msg
+    assert list(outside.iterdir()) == []
+
+
+def test_a_directory_in_the_way_of_a_file_and_a_file_in_the_way_of_a_directory(tmp_path, writer):
+    msg = refused(tmp_path, "a.tar.gz", tar_of([("bin", b"file"), ("bin/llama-server", b"x")]))
+    assert msg == "a.tar.gz: refusing bin/llama-server: bin is not a directory" or \
+        msg == "a.tar.gz: refusing bin/llama-server: bin is a file"
+    msg = refused(tmp_path, "b.tar.gz", tar_of([("bin/x", b"1"), ("bin", b"file")]))
+    assert msg == "b.tar.gz: refusing bin: bin is already a directory"
+
+
+def test_a_link_in_the_path_of_a_later_file_is_named_as_a_link(tmp_path, writer):
+    # links are made last, so the later file meets no link; a link over an earlier directory is refused at the end
+    msg = refused(tmp_path, "a.tar.gz", tar_of([("d/x", b"1"), ("d", ("sym", "e")), ("e", None)]))
+    assert "refusing d" in msg and "already a directory" in msg
+
+
+def test_a_later_entry_replaces_an_earlier_file_never_writing_through_it(tmp_path, writer):
+    s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("a", b"first"), ("a", b"second")]))
+    assert (s / "a").read_bytes() == b"second"
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "", "C:/Windows", "C:\\x"])
+def test_absolute_or_empty_link_targets_are_refused(tmp_path, writer, target):
+    msg = refused(tmp_path, "a.tar.gz", tar_of([("l", ("sym", target))]))
+    assert msg.startswith("a.tar.gz: refusing link l -> ") and "(absolute or empty target)" in msg
+
+
+def test_links_are_kept_when_they_stay_inside(tmp_path, writer):
+    s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("lib/libx.so.1.2", b"elf"), ("lib/libx.so.1", ("sym", "libx.so.1.2")),
+                                                   ("lib/libx.so", ("sym", "libx.so.1")), ("bin/x", ("sym", "../lib/libx.so"))]))
+    assert os.readlink(s / "lib" / "libx.so") == "libx.so.1"
+    assert (s / "bin" / "x").read_bytes() == b"elf"
+
+
+def test_link_checks(tmp_path):
+    root = tmp_path / "r"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "f").write_bytes(b"1")
+    os.symlink("a", root / "dirlink")
+    os.symlink("../a/f", root / "a" / "self")  # inside, through no link
+    unpack.check_links(str(root), "x.zip")
+    os.symlink("dirlink/f", root / "via")  # through another link
+    with pytest.raises(ArchiveError) as e:
+        unpack.check_links(str(root), "x.zip")
+    assert str(e.value) == "x.zip: refusing link via -> dirlink/f (resolves through the link dirlink)"
+    os.remove(root / "via")
+    os.symlink("../../x", root / "a" / "up")
+    with pytest.raises(ArchiveError) as e:
+        unpack.check_links(str(root), "x.zip")
+    assert str(e.value) == "x.zip: refusing link a/up -> ../../x (points outside the archive)"
+    os.remove(root / "a" / "up")
+    os.symlink("/etc", root / "abs")
+    with pytest.raises(ArchiveError) as e:
+        unpack.check_links(str(root), "x.zip")
+    assert str(e.value) == "x.zip: refusing link abs -> /etc (absolute target)"
+
+
+def test_hard_links_copy_an_earlier_file_only(tmp_path, writer):
+    s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("bin/llama-server", b"elf"), ("bin/alias", ("hard", "bin/llama-server"))]))
+    assert (s / "bin" / "alias").read_bytes() == b"elf"
+    assert os.stat(s / "bin" / "alias").st_ino != os.stat(s / "bin" / "llama-server").st_ino
+    msg = refused(tmp_path, "b.tar.gz", tar_of([("alias", ("hard", "nothing"))]))
+    assert msg == "b.tar.gz: refusing hard link alias -> nothing (not a file written earlier)"
+    msg = refused(tmp_path, "c.tar.gz", tar_of([("d", None), ("alias", ("hard", "d"))]))
+    assert "refusing hard link alias -> d" in msg
+
+
+def test_special_files_are_refused(tmp_path, writer):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        info = tarfile.TarInfo("fifo")
+        info.type = tarfile.FIFOTYPE
+        t.addfile(info)
+    assert refused(tmp_path, "a.tar.gz", buf.getvalue()) == "a.tar.gz: refusing special file fifo"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("dev")
+        info.create_system = 3
+        info.external_attr = (stat.S_IFCHR | 0o644) << 16
+        z.writestr(info, b"")
+    assert refused(tmp_path, "a.zip", buf.getvalue()) == "a.zip: refusing special file dev"
+
+
+def test_zip_from_a_non_unix_system_ignores_its_attributes(tmp_path, writer):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("llama-server.exe")
+        info.create_system = 0  # MS-DOS: external_attr holds DOS flags, not a Unix mode
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(info, b"MZ")
+    s = unpack_bytes(tmp_path, "a.zip", buf.getvalue())
+    assert not os.path.islink(s / "llama-server.exe") and (s / "llama-server.exe").read_bytes() == b"MZ"
+
+
+def test_zip_link_targets_are_small(tmp_path, writer):
+    msg = refused(tmp_path, "a.zip", zip_of([("l", ("sym", "x" * 4097))]))
+    assert msg == "a.zip: refusing link l (target of 4097 bytes)"
+    s = unpack_bytes(tmp_path, "b.zip", zip_of([("t/" + "x" * 200, b"1"), ("l", ("sym", "t/" + "x" * 200))]))
+    assert os.path.islink(s / "l")
+
+
+# ---- caps -----------------------------------------------------------------------------------------------
+
+def test_running_size_cap_counts_every_file(tmp_path, writer):
+    data = tar_of([("a", b"x" * 600), ("b", b"y" * 600)])
+    msg = refused(tmp_path, "a.tar.gz", data, Caps(max_bytes=1000))
+    assert msg == "a.tar.gz: unpacks to more than 1000 B (at b, 600 B); refusing before writing it " \
+                  "(cap PICK_BACKEND_MAX_UNPACKED)"
+    unpack_bytes(tmp_path, "ok.tar.gz", data, Caps(max_bytes=1200))  # exactly at the cap is allowed
+
+
+def test_declared_size_cap_of_a_zip_is_checked_before_writing(tmp_path, writer):
+    data = zip_of([("a", b"x" * 600), ("b", b"y" * 600)])
+    msg = refused(tmp_path, "a.zip", data, Caps(max_bytes=1000))
+    assert msg == "a.zip: declares 1.2 KiB unpacked, more than the cap of 1000 B; refusing before writing " \
+                  "(PICK_BACKEND_MAX_UNPACKED)"
+    assert not (tmp_path / "staging" / "a").exists()
+    unpack_bytes(tmp_path, "ok.zip", data, Caps(max_bytes=1200))
+
+
+def test_entry_cap(tmp_path, writer):
+    zdata = zip_of([(f"f{i}", b"") for i in range(4)])
+    assert refused(tmp_path, "a.zip", zdata, Caps(max_entries=3)) == \
+        "a.zip: 4 entries, more than 3; refusing (PICK_BACKEND_MAX_ENTRIES)"
+    unpack_bytes(tmp_path, "ok.zip", zdata, Caps(max_entries=4))
+    tdata = tar_of([(f"f{i}", b"") for i in range(4)])
+    assert refused(tmp_path, "a.tar.gz", tdata, Caps(max_entries=3)) == \
+        "a.tar.gz: more than 3 entries; refusing (cap PICK_BACKEND_MAX_ENTRIES)"
+
+
+def test_a_file_longer_than_declared_still_counts(tmp_path, writer):
+    tree = unpack.Tree(str(tmp_path / "s"), "a.zip", Caps(max_bytes=100))
+    try:
+        with pytest.raises(ArchiveError) as e:
+            tree.file("x", io.BytesIO(b"z" * 150), 10, 0o644)
+        assert "unpacks to more than 100 B (at x)" in str(e.value)
+    finally:
+        tree.close()
+    tree = unpack.Tree(str(tmp_path / "t"), "a.zip", Caps(max_bytes=100))
+    tree.file("y", io.BytesIO(b"z" * 40), 50, 0o644)  # shorter than declared: what was written counts
+    tree.file("w", io.BytesIO(b"z" * 60), 60, 0o644)
+    assert tree.total == 100
+    tree.close()
+
+
+def test_caps_from_the_environment():
+    c = Caps.from_env({"PICK_BACKEND_MAX_UNPACKED": "2048", "PICK_BACKEND_MAX_ENTRIES": "9"})
+    assert (c.max_bytes, c.max_entries) == (2048, 9)
+    d = Caps.from_env({})
+    assert (d.max_bytes, d.max_entries) == (32 << 30, 200_000)
+
+
+# ---- modes and broken archives ------------------------------------------------------------------------
+
+def test_files_are_written_without_group_or_other_write(tmp_path, writer):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, mode in (("exe", 0o777), ("data", 0o666)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = 1, mode
+            t.addfile(info, io.BytesIO(b"x"))
+    old = os.umask(0)
+    try:
+        s = unpack_bytes(tmp_path, "a.tar.gz", buf.getvalue())
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(s / "exe").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(s / "data").st_mode) == 0o644
+
+
+@pytest.mark.parametrize("name, data, why", [
+    ("a.tar.gz", b"\x1f\x8b\x08\x00garbage-garbage", "not a readable archive"),
+    ("a.tar.gz", b"plain text, not gzip", "not a readable archive"),
+    ("a.tar.xz", b"\xfd7zXZ\x00garbage", "not a readable archive (LZMAError"),
+    ("a.zip", b"PK\x03\x04garbage", "not a readable archive (BadZipFile"),
+    ("a.tar.xz", lzma.compress(b"not a tar at all" * 100), "not a readable archive"),
+])
+def test_a_broken_archive_is_named_not_a_traceback(tmp_path, name, data, why):
+    msg = refused(tmp_path, name, data)
+    assert msg.startswith(f"{name}: {why}"), msg
+
+
+def test_a_truncated_tar_gz_is_named(tmp_path):
+    data = tar_of([("a", os.urandom(50_000))])
+    msg = refused(tmp_path, "a.tar.gz", data[: len(data) // 2])
+    assert msg.startswith("a.tar.gz: not a readable archive ("), msg
+
+
+def test_a_broken_7z_is_named(tmp_path):
+    pytest.importorskip("py7zr")
+    msg = refused(tmp_path, "a.7z", b"7z\xbc\xaf\x27\x1c\x00\x04" + b"\0" * 40)
+    assert msg.startswith("a.7z: not a readable archive ("), msg
+
+
+def test_7z_entries_are_written_with_the_same_checks(tmp_path, writer):
+    py7zr = pytest.importorskip("py7zr")
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "llama-server.exe").write_bytes(b"MZ" * 1000)
+    (src / "empty.txt").write_bytes(b"")
+    buf = tmp_path / "a.7z"
+    with py7zr.SevenZipFile(buf, "w") as z:
+        z.write(str(src / "bin"), "bin")
+        z.write(str(src / "bin" / "llama-server.exe"), "bin/llama-server.exe")
+        z.write(str(src / "empty.txt"), "empty.txt")
+    s = unpack_bytes(tmp_path, "a.7z", buf.read_bytes())
+    assert (s / "bin" / "llama-server.exe").read_bytes() == b"MZ" * 1000
+    assert (s / "empty.txt").read_bytes() == b""
+    msg = refused(tmp_path, "b.7z", buf.read_bytes(), Caps(max_bytes=1000))
+    assert "declares 2.0 KiB unpacked" in msg
+    msg = refused(tmp_path, "c.7z", buf.read_bytes(), Caps(max_entries=2))
+    assert "more than 2 entries" in msg
+
+
+# ---- wrapper directories, binaries, own files --------------------------------------------------------
+
+def _tree(root, files):
+    for rel in files:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+
+
+def test_a_single_wrapper_directory_is_stripped(tmp_path):
+    s = tmp_path / "s"
+    _tree(s, ["therock-dist/lib/libamdhip64.so", "therock-dist/bin/x"])
+    assert unpack.strip_wrapper(str(s), "lib") is True
+    assert sorted(os.listdir(s)) == ["bin", "lib"] and not (tmp_path / "s.unwrap").exists()
+
+
+@pytest.mark.parametrize("layout", [["lib/libamdhip64.so"], ["a/lib/x", "b/lib/x"], ["w/bin/x"], ["w"]])
+def test_no_stripping_when_there_is_no_single_wrapper_holding_it(tmp_path, layout):
+    s = tmp_path / "s"
+    _tree(s, layout)
+    before = sorted(str(p.relative_to(s)) for p in s.rglob("*"))
+    assert unpack.strip_wrapper(str(s), "lib") is False
+    assert sorted(str(p.relative_to(s)) for p in s.rglob("*")) == before
+
+
+def test_a_wrapper_that_is_a_link_is_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    _tree(elsewhere, ["lib/libamdhip64.so"])
+    s = tmp_path / "s"
+    s.mkdir()
+    os.symlink(str(elsewhere), s / "therock-dist")
+    assert unpack.strip_wrapper(str(s), "lib") is False
+    assert os.path.islink(s / "therock-dist") and (elsewhere / "lib" / "libamdhip64.so").exists()
+
+
+def test_find_binary(tmp_path):
+    r = tmp_path / "r"
+    _tree(r, ["z/llama-server", "a/llama-server", "b/llama-server.exe"])
+    assert unpack.find_binary(str(r), "llama-server", "linux") == os.path.join("a", "llama-server")
+    assert unpack.find_binary(str(r), "llama-server", "windows") == os.path.join("a", "llama-server")
+    os.remove(r / "a" / "llama-server")
+    os.symlink("../z/llama-server", r / "a" / "llama-server")  # a link is not the binary
+    assert unpack.find_binary(str(r), "llama-server", "linux") == os.path.join("z", "llama-server")
+    assert os.stat(r / "z" / "llama-server").st_mode & 0o111  # made executable on the way
+    w = tmp_path / "w"
+    _tree(w, ["bin/llama-server.exe"])
+    assert unpack.find_binary(str(w), "llama-server", "windows") == os.path.join("bin", "llama-server.exe")
+    with pytest.raises(ArchiveError) as e:
+        unpack.find_binary(str(w), "llama-server", "linux")
+    assert str(e.value) == "the archive does not contain llama-server"
+    os.mkdir(w / "llama-server")  # a directory of that name is not it either
+    with pytest.raises(ArchiveError):
+        unpack.find_binary(str(w), "llama-server", "linux")
+
+
+def test_own_files_replace_whatever_the_archive_put_there(tmp_path):
+    s = tmp_path / "s"
+    _tree(s, ["llama-server"])
+    os.symlink("llama-server", s / "version.txt")
+    (s / "install.json").mkdir()
+    (s / "install.json" / "x").write_bytes(b"1")
+    (s / "method.txt").write_bytes(b"old")
+    for name in ("version.txt", "install.json", "method.txt"):
+        unpack.write_own(str(s), name, f"{name}\n")
+        assert not os.path.islink(s / name) and (s / name).read_text() == f"{name}\n"
+    assert (s / "llama-server").read_bytes() == b"x"  # the link's target is untouched
+
+
+def test_remove_tree(tmp_path):
+    _tree(tmp_path / "d", ["a/b"])
+    (tmp_path / "f").write_bytes(b"1")
+    os.symlink(str(tmp_path / "d"), tmp_path / "l")
+    unpack.remove_tree(str(tmp_path / "l"))
+    assert (tmp_path / "d" / "a" / "b").exists() and not os.path.lexists(tmp_path / "l")
+    unpack.remove_tree(str(tmp_path / "f"))
+    unpack.remove_tree(str(tmp_path / "d"))
+    unpack.remove_tree(str(tmp_path / "nothing"))
+    assert os.listdir(tmp_path) == []
+
+
+# ---- swap and repair --------------------------------------------------------------------------------
+
+def _install(p, text):
+    p.mkdir(parents=True)
+    (p / "version.txt").write_text(text)
+
+
+def test_swap_commit_and_rollback(tmp_path):
+    dest, staging = tmp_path / "vulkan", tmp_path / "vulkan.staging"
+    _install(dest, "old")
+    _install(staging, "new")
+    s = unpack.Swap(str(staging), str(dest))
+    s.run()
+    assert (dest / "version.txt").read_text() == "new" and (tmp_path / "vulkan.old" / "version.txt").read_text() == "old"
+    s.rollback()
+    assert (dest / "version.txt").read_text() == "old" and not os.path.lexists(tmp_path / "vulkan.old")
+    s.rollback()  # twice is harmless
+    assert (dest / "version.txt").read_text() == "old"
+
+    _install(staging, "new")
+    s = unpack.Swap(str(staging), str(dest))
+    s.run()
+    s.commit()
+    assert (dest / "version.txt").read_text() == "new" and not os.path.lexists(tmp_path / "vulkan.old")
+    s.commit()
+    assert sorted(os.listdir(tmp_path)) == ["vulkan"]
+
+
+def test_swap_into_an_empty_place_rolls_back_to_nothing(tmp_path):
+    dest, staging = tmp_path / "cpu", tmp_path / "cpu.staging"
+    _install(staging, "new")
+    (tmp_path / "cpu.old").mkdir()  # a leftover is cleared first
+    s = unpack.Swap(str(staging), str(dest))
+    s.run()
+    assert (dest / "version.txt").read_text() == "new" and not s.had_old
+    s.rollback()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_rename_puts_the_old_install_back(tmp_path):
+    dest = tmp_path / "vulkan"
+    _install(dest, "old")
+    s = unpack.Swap(str(tmp_path / "missing.staging"), str(dest))
+    with pytest.raises(FileNotFoundError):
+        s.run()
+    assert (dest / "version.txt").read_text() == "old" and not os.path.lexists(tmp_path / "vulkan.old")
+    s.rollback()
+    assert (dest / "version.txt").read_text() == "old"
+
+
+def test_repair_finishes_or_undoes_a_crash(tmp_path):
+    dest = tmp_path / "vulkan"
+    _install(tmp_path / "vulkan.old", "old")  # killed between the two renames
+    assert unpack.needs_repair(str(dest))
+    assert unpack.repair(str(dest)) == [f"restored {dest} from {dest}.old"]
+    assert (dest / "version.txt").read_text() == "old" and not unpack.needs_repair(str(dest))
+
+    _install(tmp_path / "vulkan.old", "older")  # killed before the replaced install was removed
+    for junk in (".staging", ".staging.unwrap", ".trash"):
+        _install(tmp_path / f"vulkan{junk}", "half")
+    (tmp_path / ".vulkan.llama.tar.gz.partial").write_bytes(b"12")
+    (tmp_path / ".cpu.llama.zip.partial").write_bytes(b"12")  # another backend's download: not ours
+    assert unpack.needs_repair(str(dest))
+    done = unpack.repair(str(dest))
+    assert done == [f"removed {dest}.old", f"removed {dest}.staging", f"removed {dest}.staging.unwrap",
+                    f"removed {dest}.trash", f"removed {tmp_path / '.vulkan.llama.tar.gz.partial'}"]
+    assert sorted(os.listdir(tmp_path)) == [".cpu.llama.zip.partial", "vulkan"]
+    assert (dest / "version.txt").read_text() == "old"
+    assert unpack.repair(str(dest)) == [] and not unpack.needs_repair(str(dest))
+    assert not unpack.needs_repair(str(tmp_path / "nothing" / "vulkan"))
+
+
+@pytest.mark.parametrize("leftover", [".old", ".staging", ".staging.unwrap", ".trash"])
+def test_each_leftover_needs_repair(tmp_path, leftover):
+    (tmp_path / f"vulkan{leftover}").mkdir()
+    assert unpack.needs_repair(str(tmp_path / "vulkan"))
+
+
+def test_repair_cache_repairs_each_backend_and_leaves_a_held_one(tmp_path):
+    base = tmp_path / "bin" / "llamacpp"
+    _install(base / "vulkan", "v")
+    _install(base / "vulkan.staging", "half")
+    _install(base / "rocm-stable.old", "old")
+    (base / ".cpu.llama.zip.partial").write_bytes(b"1")
+    (base / "cpu.lock").write_bytes(b"")
+    _install(base / "cuda.trash", "t")
+    done = unpack.repair_cache(str(tmp_path))
+    assert sorted(done) == sorted([f"removed {base / 'vulkan.staging'}",
+                                   f"restored {base / 'rocm-stable'} from {base / 'rocm-stable.old'}",
+                                   f"removed {base / '.cpu.llama.zip.partial'}", f"removed {base / 'cuda.trash'}"])
+    assert unpack.repair_cache(str(tmp_path)) == []
+    # an install running now holds the lock: its staging is left alone
+    _install(base / "vulkan.staging", "half")
+    with unpack.lock(str(base / "vulkan.lock")):
+        assert unpack.repair_cache(str(tmp_path)) == []
+    assert (base / "vulkan.staging").exists()
+    assert unpack.repair_cache(str(tmp_path), only=str(base / "vulkan")) == [f"removed {base / 'vulkan.staging'}"]
+    assert unpack.repair_cache(str(tmp_path / "none")) == []
