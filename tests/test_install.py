@@ -388,6 +388,10 @@ def test_dropped_connection_resumes_with_range(srv, tmp_path):
     (lambda: make_tar([("llama-server", SCRIPT, 0o755), ("lib", ("symlink", "../../../../etc"))]), "outside"),
     (lambda: make_tar([("llama-b1/libggml.so", b"x")]), "does not contain llama-server"),
     (lambda: b"this is not a tarball", "not a readable archive"),
+    # a gzip header, then a broken deflate stream: each gzip decoder (ISA-L, zlib) raises its own error
+    (lambda: b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\xff" * 64, "not a readable archive"),
+    (lambda: make_tar([("llama-server", SCRIPT, 0o755), ("lib.so", os.urandom(200_000))])[:50_000],
+     "not a readable archive"),
 ])
 def test_bad_archive_keeps_old_install(srv, tmp_path, archive, words):
     srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: archive()})
