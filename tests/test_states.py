@@ -126,10 +126,23 @@ def test_expect_path_and_record_fields(tmp_path):
     assert not states.complete(d)
     for bad in ("../outside", "/etc/passwd", "", 7):
         assert not states.complete(d, record={"binary": bad})
-    # a runtime path that climbs out is refused even when a matching version.txt sits there
-    _write(str(tmp_path / "version.txt"), "1\n")
+    # an absolute binary path is refused even where the same path exists inside the tree
     _write(os.path.join(d, "bin", "real"))
-    assert not states.complete(d, record={"binary": "bin/real", "runtime": "../..", "runtime_version": "1"})
+    assert states.complete(d, record={"binary": "bin/real"})
+    assert not states.complete(d, record={"binary": "/bin/real"})
+
+
+def test_a_runtime_path_that_climbs_out_of_the_cache_is_refused(tmp_path):
+    d = str(tmp_path / "cache" / "bin" / "llamacpp" / "rocm-stable")
+    _ours(d, {})
+    _write(os.path.join(d, "llama-server"))
+    # a matching version.txt sits where the record points, but outside <cache>/bin
+    _write(str(tmp_path / "cache" / "elsewhere" / "version.txt"), "1\n")
+    _write(str(tmp_path / "cache" / "bin" / "therock" / "x" / "version.txt"), "1\n")
+    assert states.complete(d, record={"binary": "llama-server", "runtime": "therock/x", "runtime_version": "1"})
+    assert not states.complete(d, record={"binary": "llama-server", "runtime": "../elsewhere", "runtime_version": "1"})
+    assert not states.complete(d, record={"binary": "llama-server", "runtime": "therock/../../elsewhere",
+                                          "runtime_version": "1"})
 
 
 def test_record_without_binary_falls_back_to_a_search(tmp_path):
