@@ -75,6 +75,15 @@ def test_sessions_say_who_asks_and_what_they_accept():
     assert "Authorization" not in dl.headers
 
 
+def test_user_agent_without_installed_metadata(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", missing)  # run from a source tree, not installed
+    assert github.api_session({}).headers["User-Agent"] == "pick-backend"
+
+
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b.zip", "a\\b.zip", "x\0.zip", "a..b.zip", ".hidden.zip",
                                   "C:x.zip", None, 7])
 def test_asset_names_are_plain_file_names(name):

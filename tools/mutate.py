@@ -16,7 +16,7 @@ Slow (one pytest run per mutant): never part of .ci/run.  See docs/testing.md.
 Operators: comparison flips (== !=, < <=, > >=, in / not in, is / is not), and <-> or, dropping a
 ``not``, arithmetic and shift flips, True <-> False, n -> n + 1, identifier-like strings changed,
 ``return x`` -> ``return None`` (not for ``return False``/``0``: equivalent where the answer is tested
-for truth, and the constant is flipped anyway), ``x = e`` -> ``x = None``, a call statement deleted (a warning
+for truth, and the constant is flipped anyway), ``x = e`` -> ``x = None`` (not for ``x = False``, alike), a call statement deleted (a warning
 never issued, an item never appended), continue <-> break. Message wording is left alone: strings
 with spaces, f-strings and docstrings are not mutated, nor annotations, decorators and imports. A
 line ending in ``# pragma: no mutate`` is skipped (for a mutant shown equivalent; say why on the
@@ -144,7 +144,7 @@ def _mutations(node):
             isinstance(node.value, ast.Constant) and node.value.value in (None, False)):
         # (return False -> None is equivalent wherever the answer is tested for truth; False -> True is made)
         out.append(("return x -> return None", lambda n: setattr(n, "value", ast.Constant(None))))
-    elif isinstance(node, ast.Assign) and not (isinstance(node.value, ast.Constant) and node.value.value is None) \
+    elif isinstance(node, ast.Assign) and not (isinstance(node.value, ast.Constant) and node.value.value in (None, False)) \
             and not all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
         out.append(("x = e -> x = None", lambda n: setattr(n, "value", ast.Constant(None))))
     elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
