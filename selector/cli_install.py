@@ -285,7 +285,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
     from selector import render
     from selector.engine import state_for
     from selector.install.installer import read_record
-    from selector.install.states import cache_root, installed
+    from selector.install.states import cache_root, installed, runtimes
 
     o = Opts(ctx, kwargs)
     cat = o.catalog()
@@ -297,6 +297,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
     inst = installed(cache, cat.recipes, o.binary_of)
     pins = o.pins()
     rows = []
+    needs: dict[str, list[str]] = {}  # runtime dir -> the backends whose install.json names it
     for rname in sorted(inst):
         recipe = cat.recipes[rname]
         for dirname in sorted(inst[rname]):
@@ -314,6 +315,9 @@ def _status(ctx, as_json, verify_flag, kwargs):
                 "verified": rec.get("verified"),
                 "path": path,
             })
+            if rec.get("runtime"):
+                needs[rec["runtime"]] = needs.get(rec["runtime"], []) + [f"{rname}/{dirname}"]
+    rts = [dict(rt, used_by=needs.get(rt["dir"], [])) for rt in runtimes(cache)]
     worst = 0
     if verify_flag:  # issue 16: status --verify
         from selector.cli_verify import verify_recipe
@@ -323,19 +327,12 @@ def _status(ctx, as_json, verify_flag, kwargs):
             r["device_check"] = rep
             worst = max(worst, rep["exit_code"])
     if as_json:
-        render.emit_json({"schema_version": 1, "cache": cache, "backends": rows})
+        render.emit_json({"schema_version": 1, "cache": cache, "backends": rows, "runtimes": rts})
         sys.exit(worst)
-    if not rows:
+    if not rows and not rts:
         click.echo(f"nothing installed in {cache}")
         return
-    for r in rows:
-        click.echo(f"{r['recipe']:<12} {r['dir']:<13} {r['version'] or '?':<20} pinned {r['pinned'] or '-':<20} "
-                   f"{r['state']:<16} {r['path']}")
-        if verify_flag:
-            from selector.verify import WORDS
-
-            rep = r["device_check"]
-            click.echo(f"{'':<12} device check: {WORDS[rep['verdict']]}: {rep['message']}")
+    render.status_human(cache, rows, rts, render.console())
     sys.exit(worst)
 
 

@@ -354,3 +354,39 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
             style = "" if verdicts is None or cells[-1].startswith("✓") else "dim"
             t.add_row(*(Text(c, style=("green" if c == "✓" else style)) for c in cells))
         con.print(t)
+
+
+def status_human(cache, rows, runtimes, con) -> None:
+    """`status`: the cache once, then one row per backend (each lives at <cache>/bin/<recipe>/<dir>),
+    a device check under its row when one ran, then the runtimes and who needs them."""
+    from rich.table import Table
+    from rich.text import Text
+
+    con.print(Text.assemble(("cache ", "bold"), cache))
+    if rows:
+        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for col in ("recipe", "backend", "version", "pinned", "state"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            style = "green" if r["state"] == "installed" else "yellow"
+            t.add_row(r["recipe"], r["dir"], r["version"] or "?", r["pinned"] or "-", Text(r["state"], style=style))
+        con.print(t)
+        checked = [r for r in rows if r.get("device_check") is not None]
+        if checked:
+            from selector.verify import WORDS
+
+            con.print()
+            for r in checked:
+                rep = r["device_check"]
+                con.print(Text.assemble((f"{r['recipe']} {r['dir']}", "bold"),
+                                        f" device check: {WORDS[rep['verdict']]}: {rep['message']}"))
+    if runtimes:
+        con.print()
+        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for col in ("runtime", "version", "used by"):
+            t.add_column(col, overflow="fold")
+        for rt in runtimes:
+            used = ", ".join(rt["used_by"]) or "-"  # Lemonade's own installs name no runtime
+            state = "" if rt["complete"] else " (incomplete: install the backend again)"
+            t.add_row(rt["dir"], rt["version"] or "?", used + state)
+        con.print(t)

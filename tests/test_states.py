@@ -167,3 +167,54 @@ def test_unreadable_version_and_record(tmp_path):
     _write(os.path.join(d, "install.json"), "{not json")
     assert states.read_version(d) == "b9"
     assert states.read_record(d) == {}
+
+
+def test_status_lists_the_therock_runtimes_and_who_needs_them(tmp_path):
+    cache = tmp_path / "c"
+    rt = str(cache / "bin" / "therock" / "gfx1151-7.14.0")
+    _ours(rt, {"kind": "runtime", "expect": "lib"}, version="7.14.0")
+    _write(os.path.join(rt, "lib", "libamdhip64.so"))
+    d = str(cache / "bin" / "llamacpp" / "rocm-stable")
+    _ours(d, {"binary": "llama-server", "runtime": "therock/gfx1151-7.14.0", "runtime_version": "7.14.0",
+              "runtime_expect": "lib"})
+    _write(os.path.join(d, "llama-server"))
+    # Lemonade's own runtime (no install.json), a half-made one, and a crash's leftover that is not a runtime
+    _write(str(cache / "bin" / "therock" / "gfx1100-7.14.0" / "version.txt"), "7.14.0\n")
+    os.makedirs(cache / "bin" / "therock" / "gfx1201-7.14.0")
+    os.makedirs(cache / "bin" / "therock" / "gfx1151-7.14.0.staging")
+    r = run_cli("status", "--json", "--cache-dir", str(cache))
+    assert r.rc == 0, r.err
+    got = {x["dir"]: x for x in r.json()["runtimes"]}
+    assert set(got) == {"therock/gfx1100-7.14.0", "therock/gfx1151-7.14.0", "therock/gfx1201-7.14.0"}
+    assert got["therock/gfx1151-7.14.0"] == {"dir": "therock/gfx1151-7.14.0", "version": "7.14.0", "complete": True,
+                                             "path": rt, "used_by": ["llamacpp/rocm-stable"]}
+    assert got["therock/gfx1100-7.14.0"]["complete"] is True and got["therock/gfx1100-7.14.0"]["used_by"] == []
+    assert got["therock/gfx1201-7.14.0"]["complete"] is False and got["therock/gfx1201-7.14.0"]["version"] is None
+    assert [b["dir"] for b in r.json()["backends"]] == ["rocm-stable"]  # therock is not a recipe
+    os.remove(os.path.join(rt, "lib", "libamdhip64.so"))
+    os.rmdir(os.path.join(rt, "lib"))
+    r = run_cli("status", "--json", "--cache-dir", str(cache))
+    got = {x["dir"]: x for x in r.json()["runtimes"]}
+    assert got["therock/gfx1151-7.14.0"]["complete"] is False
+    assert r.json()["backends"][0]["state"] == "update_required"  # its runtime lost lib/: install repairs it
+
+
+def test_human_status_fits_80_columns_and_names_the_cache_once(tmp_path):
+    cache = tmp_path / "a-rather-long-cache-directory-name-for-a-shared-machine" / "lemonade"
+    for dirname in ("vulkan", "rocm-stable", "cpu"):
+        d = str(cache / "bin" / "llamacpp" / dirname)
+        _write(os.path.join(d, "version.txt"), "b1234-some-long-build-suffix\n")
+        _write(os.path.join(d, "llama-server"))
+    rt = str(cache / "bin" / "therock" / "gfx1151-7.14.0")
+    _write(os.path.join(rt, "version.txt"), "7.14.0\n")
+    r = run_cli("status", "--cache-dir", str(cache), env={"COLUMNS": "80"})
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    assert all(len(line) <= 80 for line in lines), r.out
+    assert lines[0].startswith("cache")  # the cache once, at the top; rows do not repeat their paths
+    assert not any("bin/llamacpp" in line for line in lines), r.out
+    for dirname in ("vulkan", "rocm-stable", "cpu"):
+        assert any(dirname in line and "update_required" in line for line in lines), r.out
+    assert any("therock/gfx1151-7.14.0" in line and "7.14.0" in line for line in lines)
+    empty = run_cli("status", "--cache-dir", str(tmp_path / "empty"))
+    assert empty.rc == 0 and empty.out.strip() == f"nothing installed in {tmp_path / 'empty'}"

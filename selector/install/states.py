@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 
+# an install's work files beside it (unpack.py): never a backend or runtime of their own
+WORK_SUFFIXES = (".staging", ".old", ".lock", ".partial", ".trash", ".unwrap")
+
 
 def read_version(path: str) -> str | None:
     try:
@@ -101,7 +104,7 @@ def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, s
             continue
         for b in backends:
             d = os.path.join(base, r, b)
-            if b.startswith(".") or b.endswith((".staging", ".old", ".lock", ".partial", ".trash", ".unwrap")) or not os.path.isdir(d):
+            if b.startswith(".") or b.endswith(WORK_SUFFIXES) or not os.path.isdir(d):
                 continue
             version = read_version(d)
             if os.path.exists(os.path.join(d, "install.json")):
@@ -112,4 +115,28 @@ def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, s
                 if binary and not _has_binary(d, binary):
                     continue  # no binary: not installed (Lemonade searches the directory for it)
             out.setdefault(r, {})[b] = version
+    return out
+
+
+RUNTIME_GROUPS = ("therock",)  # <cache>/bin/<group>/<arch>-<version>: runtimes, not recipes
+
+
+def runtimes(cache: str) -> list[dict]:
+    """The runtimes in the cache (TheRock: ``<cache>/bin/therock/<arch>-<version>``), each with its
+    version.txt and whether it is complete (its ``expect`` path there when install.json names one)."""
+    out = []
+    for group in RUNTIME_GROUPS:
+        base = os.path.join(cache, "bin", group)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for n in names:
+            d = os.path.join(base, n)
+            if n.startswith(".") or n.endswith(WORK_SUFFIXES) or not os.path.isdir(d):
+                continue
+            version = read_version(d)
+            rec = read_record(d)
+            ok = version is not None and (not rec.get("expect") or _rel_exists(d, rec["expect"]))
+            out.append({"dir": f"{group}/{n}", "version": version, "complete": ok, "path": d})
     return out
