@@ -58,9 +58,11 @@ TESTS = {
                            "tests/test_engine_properties.py", "tests/test_state_versions.py"],
     "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
     "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
-    "selector/install/*": ["tests/test_install_safety.py", "tests/test_install_audit.py", "tests/test_install.py",
-                           "tests/test_unpack_gzip.py", "tests/test_install_assets.py", "tests/test_verify_install.py",
-                           "tests/test_states.py", "tests/test_install_lock.py"],
+    "selector/install/*": ["tests/test_unpack.py", "tests/test_download.py", "tests/test_github.py",
+                           "tests/test_installer.py", "tests/test_resolve.py", "tests/test_states.py",
+                           "tests/test_install_lock.py", "tests/test_unpack_gzip.py", "tests/test_install_record.py",
+                           "tests/test_install_safety.py", "tests/test_install_audit.py", "tests/test_install.py",
+                           "tests/test_install_assets.py", "tests/test_verify_install.py"],
 }
 
 
