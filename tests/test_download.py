@@ -414,3 +414,54 @@ def test_progress_bar_counts_the_bytes(monkeypatch):
         assert len(p._bar.tasks) == 2
         p.say("retrying in 2 s: y")
     assert "retrying in 2 s: y" in buf.getvalue()
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def start(self, total, done):
+        self.calls.append(("start", total, done))
+
+    def advance(self, n):
+        self.calls.append(("advance", n))
+
+    def say(self, msg):
+        self.calls.append(("say", msg))
+
+
+def test_progress_is_told_the_size_the_resume_point_and_every_byte(srv, tmp_path, monkeypatch):
+    no_wait(monkeypatch)
+    srv.script["/f"] = [("drop", 5000)]
+    rec = Recorder()
+    part = str(tmp_path / "p")
+    assert download.fetch(requests.Session(), srv.url + "/f", part, len(DATA), progress=rec) == SHA
+    starts = [c for c in rec.calls if c[0] == "start"]
+    assert starts == [("start", len(DATA), 0), ("start", len(DATA), 5000)]
+    assert sum(c[1] for c in rec.calls if c[0] == "advance") == len(DATA)
+    # the retry is said through the progress display (a bar would be torn by a plain write to stderr)
+    assert [c for c in rec.calls if c[0] == "say"] == [
+        ("say", "retrying in 1 s: connection dropped after 5000 bytes (ConnectionError)")]
+
+
+def test_a_garbled_compressed_api_answer_is_named(srv):
+    def garbled(h):
+        body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\xff" * 40
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    srv.handle = garbled
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1")
+    assert "the body could not be decoded" in str(e.value) and f"{srv.url}/x" in str(e.value)
+
+
+def test_a_download_past_the_deadline_stops_between_blocks(srv, tmp_path):
+    srv.script["/f"] = [("trickle", 2000, 0.2)]
+    lim = Limits(deadline=0.5, min_speed=1)
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA), limits=lim)
+    assert str(e.value).startswith(f"download of {srv.url}/f: gave up at the overall deadline of 0.5 s")
