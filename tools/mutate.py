@@ -66,6 +66,20 @@ TESTS = {
 }
 
 
+def survivors_in(log: str, module: str) -> set[tuple[str, str]]:
+    """(change, line text) of each mutant of ``module`` a previous run reported as SURVIVED."""
+    import re
+
+    pat = re.compile(r"SURVIVED (\S+?):\d+ #\d+ (.+?)    \| (.*?)(?:  \((?:no test executes|error|timeout).*\))?$")
+    out = set()
+    with open(log, encoding="utf-8") as f:
+        for line in f:
+            m = pat.search(line.rstrip("\n"))
+            if m and m.group(1) == module:
+                out.add((m.group(2), m.group(3).strip()))
+    return out
+
+
 def tests_for(module: str) -> list[str]:
     if module in TESTS:
         return TESTS[module]
@@ -367,6 +381,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once, each in its own copy")
     ap.add_argument("--all-tests", action="store_true",
                     help="run every mapped test on each mutant, not only those that execute its line")
+    ap.add_argument("--rerun", metavar="LOG",
+                    help="only the mutants a previous run's output (LOG) reported as survivors, found again by "
+                         "their change and line text, so edits that moved lines do not matter")
     ap.add_argument("--list", action="store_true", help="list the mutants; run nothing")
     ap.add_argument("--show", type=int, metavar="N", help="print mutant N of the (single) module as a diff")
     args = ap.parse_args(argv)
@@ -393,7 +410,10 @@ def main(argv=None) -> int:
                 sys.stdout.writelines(l + "\n" for l in difflib.unified_diff(
                     base, mutated_source(source, m).splitlines(), module, f"mutant {m.index}", lineterm=""))
                 return 0
-            if args.sample and args.sample < len(muts):
+            if args.rerun:
+                wanted = survivors_in(args.rerun, module)
+                muts = [m for m in muts if (m.desc, lines[m.line - 1].strip()) in wanted]
+            elif args.sample and args.sample < len(muts):
                 muts = sorted(random.Random(args.seed).sample(muts, args.sample), key=lambda m: m.index)
             if args.list:
                 for m in muts:
