@@ -186,7 +186,16 @@ def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None) -> int
             continue
         m = engine.Machine(prof)
         ds = [engine.decide(prof, cat, n, {}, s, pins, machine=m) for n in names]
-        doc = pick_json(prof, cat, s, ds, warnings)
+        if prof.amd_gpus:  # the guide's warnings, as the single-profile pick adds them
+            from selector.guide import add_advice
+
+            add_advice(prof, ds)
+        own = None
+        if "capability" in cat.extra:  # LocalAI's own choice, as the single-profile pick shows it
+            from selector.capability import advise
+
+            own = advise(prof, cat, ds)
+        doc = pick_json(prof, cat, s, ds, warnings, own)
         doc["name"] = name
         out.write(json.dumps(doc, separators=(",", ":")) + "\n")
         if worst == 0 and (recipes or all_) and not allow_missing and not all(d.ok for d in ds):

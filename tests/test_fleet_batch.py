@@ -59,3 +59,17 @@ def test_no_backend_in_a_batch_exits_3(cli, tmp_path):
     r = cli("pick", "flm", "--json", "--profile", str(path))
     assert r.rc == 3
     assert json.loads(r.out)["recipes"]["flm"]["backend"] is None
+
+
+def test_localai_own_choice_is_in_every_line(cli, tmp_path):
+    profs = _profiles(cli)
+    for name, p in profs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(p))
+    r = cli("--catalog", "localai", "pick", "--all", "--allow-missing", "--json", "--profile", str(tmp_path))
+    assert r.rc == 0, r.err
+    for d in (json.loads(x) for x in r.out.splitlines()):
+        single = cli("--root", machine(d["name"]), "--catalog", "localai", "pick", "--all", "--allow-missing",
+                     "--json").json()
+        assert d["localai"] == single["localai"]  # the capability LocalAI would detect there, and why
+        assert d["recipes"] == single["recipes"]  # each backend's own-choice entry and the guide's warnings
+        assert d.pop("name") and d == single
