@@ -130,6 +130,10 @@ def test_missing_asset_suggests_close_names_or_lists_what_is_there():
     with pytest.raises(DownloadError) as e:
         github.find_asset(rel, "llama-b1-bin-ubuntu-vulkan-x64.zip", "o/r", "b1")
     assert "has no asset llama-b1-bin-ubuntu-vulkan-x64.zip; close: llama-b1-bin-ubuntu-vulkan-x64.tar.gz" in str(e.value)
+    four = _rel(*(f"llama-b1-bin-ubuntu-vulkan-x6{i}.tar.gz" for i in range(4)))
+    with pytest.raises(DownloadError) as e:
+        github.find_asset(four, "llama-b1-bin-ubuntu-vulkan-x64.zip", "o/r", "b1")
+    assert len(str(e.value).split("; close: ")[1].split(", ")) == 3  # the three closest, not every near name
     with pytest.raises(DownloadError) as e:
         github.find_asset(rel, "zzz", "o/r", "b1")
     assert "; it has: llama-b1-bin-ubuntu-vulkan-x64.tar.gz, llama-b1-bin-win-cuda-12.4-x64.zip" in str(e.value)

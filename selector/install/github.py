@@ -69,7 +69,8 @@ def headers_for(env=None):
 
 def check_asset_name(name, repo, tag) -> str:
     """Asset names from the API are file names, never paths."""
-    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name \
+    # ("." and ".." start with a dot)
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name \
             or "\0" in name or ".." in name or name.startswith(".") or ":" in name:
         raise DownloadError(f"release {tag} of {repo} names an asset {name!r}, which is not a plain file name; "
                             "refusing it")

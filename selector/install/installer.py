@@ -26,7 +26,6 @@ from selector.install.states import complete, read_record, read_version  # noqa:
 from selector.install.unpack import (ArchiveError, Caps, Swap, crash_point, extract, find_binary, human, lock,
                                      needs_repair, remove_tree, repair, strip_wrapper, write_own)
 
-KINDS = ("backend", "runtime")
 UNPACK_FACTOR = 3  # free-space estimate: an archive unpacks to at most about this many times its size
 
 
