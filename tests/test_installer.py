@@ -228,3 +228,38 @@ def test_step_names_what_failed_and_where():
     with pytest.raises(ValueError):
         with installer.step("anything", "/p"):
             raise ValueError("not an OS error: not turned into an install error")
+
+
+class Shown:
+    """Stands in for download.Progress: what the user would see."""
+
+    def __init__(self):
+        self.labels, self.said = [], []
+
+    def new(self, label):
+        self.labels.append(label)
+
+    def start(self, total, done):
+        pass
+
+    def advance(self, n):
+        pass
+
+    def say(self, msg):
+        self.said.append(msg)
+
+
+def test_an_upgrade_leaves_only_the_new_install_and_says_what_it_repaired(srv, tmp_path):
+    srv.release("ggml-org/llama.cpp", TAG, {ASSET: BUILD})
+    cache = tmp_path / "c"
+    base = cache / "bin" / "llamacpp"
+    (base / "vulkan").mkdir(parents=True)
+    (base / "vulkan" / "version.txt").write_text("b1\n")
+    (base / "vulkan.staging").mkdir()  # a crash's leftover from an earlier run
+    shown = Shown()
+    [r] = installer.install(plan_of(backend()), str(cache), "linux", progress=shown)
+    assert r["action"] == "installed"
+    assert shown.labels == [ASSET]  # the bar is labelled with what it downloads
+    assert shown.said == [f"repaired: removed {base / 'vulkan.staging'}"]
+    assert sorted(os.listdir(base)) == ["vulkan", "vulkan.lock"]  # the replaced install is gone, no .old
+    assert (base / "vulkan" / "version.txt").read_text() == f"{TAG}\n"
