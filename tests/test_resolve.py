@@ -33,7 +33,7 @@ ASSETS = {
                             {"os": "windows", "arch": "x86_64", "repo": "o/llama", "asset": "llama-{tag}-rocm-win.zip",
                              "runtime": "therock"}],
             "rocm-nightly": [{"os": "linux", "arch": "x86_64", "repo": "o/rocm", "asset": "llama-{tag}-{family}-x64.zip",
-                              "pin": "rocm-nightly"}],
+                              "pin": "nightly-builds"}],
         }},
         "sd-cpp": {"binary": "sd-server", "backends": {
             "metal": [{"os": "macos", "arch": "arm64", "repo": "o/sd", "asset": "sd-{tag_short}-{tag_nov}-*.zip"}]}},
@@ -43,7 +43,7 @@ ASSETS = {
     },
     "no_install": {"_comment": "x", "whispercpp": {"npu": "no build"}},
 }
-PINS = {"llamacpp": {"cpu": "b100", "cuda": "b100", "rocm-stable": "b200", "rocm-nightly": "b300"},
+PINS = {"llamacpp": {"cpu": "b100", "cuda": "b100", "rocm-stable": "b200", "rocm-nightly": "b999", "nightly-builds": "b300"},
         "sd-cpp": {"metal": "master-820-de298c2"},
         "vllm": {"rocm": "v0.20", "overrides": {"gfx120X": "v0.19-gfx120X"}}}
 
@@ -114,6 +114,7 @@ def test_cuda_asset_takes_the_gpus_sm_target():
 
 
 def test_rocm_nightly_names_the_family_and_its_own_pin():
+    # the rule's "pin" names the pins entry to use, before the directory's own
     p = plan(LLAMA, "rocm", gpu("amd_gpu", "gfx1201"), channel="nightly")
     assert (p.dirname, p.main.asset, p.main.repo, p.main.dest) == \
         ("rocm-nightly", "llama-b300-gfx120X-x64.zip", "o/rocm", "llamacpp/rocm-nightly")
@@ -244,6 +245,7 @@ def test_a_top_level_that_is_not_an_object(tmp_path):
 
 
 def test_the_bundled_assets_file_loads_and_comments_are_allowed():
-    d = resolve.load_assets("lemonade")
+    d = resolve.load_assets()  # Lemonade's, by default
+    assert d == resolve.load_assets("lemonade")
     assert "llamacpp" in d["recipes"] and d["no_install"]["_comment"]
     assert resolve.assets_path("lemonade").endswith(os.path.join("catalogs", "lemonade-assets.json"))
