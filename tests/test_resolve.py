@@ -143,6 +143,11 @@ def test_rocm_stable_brings_the_therock_runtime_of_the_hardware_target():
     p = plan(LLAMA, "rocm", gpu("amd_gpu", "gfx1100"), os_name="windows")
     rt = p.artifacts[1]
     assert (rt.dest, rt.expect, rt.asset) == ("therock/gfx110X-7.14.0", "bin", "therock-dist-windows-gfx110X-all-7.14.0.tar.gz")
+    # os_names maps the OS to the word the tarball's name uses
+    named = copy.deepcopy(ASSETS)
+    named["therock"]["os_names"]["windows"] = "win64"
+    rt = plan(LLAMA, "rocm", gpu("amd_gpu", "gfx1100"), os_name="windows", assets=named).artifacts[1]
+    assert rt.asset == "therock-dist-win64-gfx110X-all-7.14.0.tar.gz"
 
 
 def test_no_runtime_for_an_arch_lemonade_does_not_list():
