@@ -465,3 +465,16 @@ def test_a_download_past_the_deadline_stops_between_blocks(srv, tmp_path):
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA), limits=lim)
     assert str(e.value).startswith(f"download of {srv.url}/f: gave up at the overall deadline of 0.5 s")
+
+
+def test_five_attempts_by_default(srv, tmp_path, monkeypatch):
+    # docs/install.md: a download or API call is tried 5 times (attempts that made progress aside)
+    slept = no_wait(monkeypatch)
+    srv.script["/f"] = [503] * 10
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA))
+    assert "failed after 5 attempts" in str(e.value) and len(srv.log) == 5 and len(slept) == 5
+    srv.script["/x"] = [503] * 10
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1")
+    assert "giving up after 5 attempts" in str(e.value)
