@@ -273,7 +273,7 @@ def test_a_download_slower_than_the_floor_is_dropped_and_resumed(srv, tmp_path, 
 
 
 def test_unreachable_host_gives_up_after_the_attempts(tmp_path, monkeypatch):
-    no_wait(monkeypatch)
+    slept = no_wait(monkeypatch)
     import socket
 
     s = socket.socket()
@@ -283,6 +283,12 @@ def test_unreachable_host_gives_up_after_the_attempts(tmp_path, monkeypatch):
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), f"http://127.0.0.1:{port}/f", str(tmp_path / "p"), 10, attempts=2)
     assert "failed after 2 attempts" in str(e.value) and "cannot reach" in str(e.value)
+    assert slept == [1, 2]  # each retry waits its backoff
+    slept.clear()
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), f"http://127.0.0.1:{port}/x", "release b1", attempts=3)
+    assert str(e.value).startswith("release b1: giving up after 3 attempts (cannot reach")
+    assert slept == [1, 2, 4]
 
 
 # ---- the digest --------------------------------------------------------------------------------
@@ -478,3 +484,32 @@ def test_five_attempts_by_default(srv, tmp_path, monkeypatch):
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1")
     assert "giving up after 5 attempts" in str(e.value)
+
+
+def test_a_download_is_hashed_as_the_bytes_on_the_wire(srv, tmp_path):
+    # a mirror that labels a .tar.gz "Content-Encoding: gzip": the digest is of the file as published,
+    # so the body must not be decompressed on the way
+    import gzip
+
+    packed = gzip.compress(DATA)
+
+    def encoded(h):
+        h.send_response(200)
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Length", str(len(packed)))
+        h.end_headers()
+        h.wfile.write(packed)
+    srv.handle = encoded
+    part = tmp_path / "p"
+    assert download.fetch(requests.Session(), srv.url + "/f", str(part), len(packed)) == hashlib.sha256(packed).hexdigest()
+    assert part.read_bytes() == packed
+
+
+def test_rate_limit_waits_count_as_attempts(srv, monkeypatch):
+    slept = no_wait(monkeypatch)
+    soon = str(int(time.time()) + 2)
+    srv.script["/x"] = [("status", 403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": soon})] * 10
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1")
+    assert str(e.value).startswith("release b1: giving up after 5 attempts (GitHub API rate limit reached")
+    assert len(slept) == 5 and len(srv.log) == 5

@@ -398,14 +398,12 @@ def fetch_verified(session, url: str, partial: str, size: int | None, digest: st
                    limits: Limits | None = None) -> str:
     """Fetch and check SHA-256 against ``digest`` ("sha256:<hex>"); a mismatch deletes the file and
     downloads once more from scratch, then raises ChecksumError.  Returns the hex digest."""
-    for round_ in range(2):
+    for _ in range(2):
         actual = fetch(session, url, partial, size, progress, limits=limits)
         if check_digest(actual, digest, url):
             return actual
         os.remove(partial)
-        if round_ == 1:
-            raise ChecksumError(url, digest, actual)
-    raise AssertionError("unreachable")
+    raise ChecksumError(url, digest, actual)
 
 
 class Progress:
