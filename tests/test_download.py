@@ -513,3 +513,46 @@ def test_rate_limit_waits_count_as_attempts(srv, monkeypatch):
         download.get_json(requests.Session(), srv.url + "/x", "release b1")
     assert str(e.value).startswith("release b1: giving up after 5 attempts (GitHub API rate limit reached")
     assert len(slept) == 5 and len(srv.log) == 5
+
+
+def test_the_speed_floor_is_an_average_over_its_window(srv, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PICK_BACKEND_RETRY_BASE", "0")
+    # steady 20 KiB/s for about a second, floor 1000 B/s checked every 0.2 s: never slow, one request
+    srv.script["/f"] = [("trickle", 4096, 0.2)]
+    lim = Limits(min_speed=1000, speed_window=0.2)
+    assert download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "a"), len(DATA), limits=lim) == SHA
+    assert srv.log == [("/f", None)]
+    # 10 KiB/s in four bursts over 1.6 s, floor 20 kB/s over 2 s: the window never ends, so a slow
+    # stretch shorter than the window is no abort (each gap alone is below the floor)
+    srv.log.clear()
+    srv.script["/f"] = [("trickle", 4096, 0.4)]
+    lim = Limits(min_speed=20_000, speed_window=2.0)
+    assert download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "b"), len(DATA), limits=lim) == SHA
+    assert srv.log == [("/f", None)]
+    assert "retrying" not in capsys.readouterr().err
+
+
+def test_the_bar_stays_after_the_download_and_messages_are_not_markup(monkeypatch):
+    import rich
+    from rich.console import Console
+
+    buf = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=buf, force_terminal=False, width=100))
+    with download.Progress(enabled=True) as p:
+        p.new("llama-b1.tar.gz")
+        p.start(10, 0)
+        p.advance(10)
+        p.say("HTTP 503 from [/] a mirror [bold]x")  # text from a server, printed as it is
+    out = buf.getvalue()
+    assert "HTTP 503 from [/] a mirror [bold]x" in out
+    assert "llama-b1.tar.gz" in out  # the finished bar is left on the screen, not wiped
+
+
+def test_an_api_answer_cut_off_every_time_uses_up_the_attempts(srv, monkeypatch):
+    slept = no_wait(monkeypatch)
+    srv.files["/x"] = b'{"assets": []}' * 1000
+    srv.script["/x"] = [("drop", 100)] * 10
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3)
+    assert str(e.value).startswith(f"release b1: giving up after 3 attempts (answer from {srv.url}/x cut off")
+    assert len(srv.log) == 3 and len(slept) == 3
