@@ -130,6 +130,7 @@ def test_env_number_takes_positive_finite_numbers_only(raw):
         env_number({"V": raw}, "V", 1.0)
     assert str(e.value).startswith("V: must be a positive number")
     assert env_number({"V": "2.5"}, "V", 1.0) == 2.5 and env_number({}, "V", 1.0) == 1.0
+    assert env_number({"V": ""}, "V", 1.0) == 1.0  # set but empty: the default, as unset
 
 
 def test_deadline_check(monkeypatch):

@@ -523,3 +523,62 @@ def test_repair_cache_repairs_each_backend_and_leaves_a_held_one(tmp_path):
     assert (base / "vulkan.staging").exists()
     assert unpack.repair_cache(str(tmp_path), only=str(base / "vulkan")) == [f"removed {base / 'vulkan.staging'}"]
     assert unpack.repair_cache(str(tmp_path / "none")) == []
+
+
+# ---- from the mutation sample's survivors ----------------------------------------------------------
+
+def test_directories_cost_nothing_against_the_size_cap(tmp_path, writer):
+    data = tar_of([("bin", None), ("lib", None), ("bin/a", b"x" * 600), ("lib/b", b"y" * 600)])
+    unpack_bytes(tmp_path, "a.tar.gz", data, Caps(max_bytes=1200))  # exactly the files' bytes
+
+
+def test_a_link_target_with_an_empty_component_cannot_climb_out(tmp_path):
+    root = tmp_path / "r"
+    (root / "a").mkdir(parents=True)
+    os.symlink("a//../../x", root / "l")  # a, then two levels up: one above the archive
+    with pytest.raises(ArchiveError) as e:
+        unpack.check_links(str(root), "x.zip")
+    assert "points outside the archive" in str(e.value)
+
+
+def test_a_zip_link_target_that_is_not_utf8_stays_inside(tmp_path, writer):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("lib/libx.so")
+        info.create_system = 3
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(info, b"libx\xff.so.1")
+    s = unpack_bytes(tmp_path, "a.zip", buf.getvalue())
+    assert os.readlink(s / "lib" / "libx.so") == "libx\ufffd.so.1"  # the bad byte replaced, not an error
+
+
+def test_the_refusal_names_the_component_that_is_in_the_way(tmp_path, writer):
+    msg = refused(tmp_path, "a.tar.gz", tar_of([("a/b", b"file"), ("a/b/c/x", b"1")]))
+    assert msg in ("a.tar.gz: refusing a/b/c/x: a/b is not a directory", "a.tar.gz: refusing a/b/c/x: a/b is a file")
+
+
+def test_made_directories_and_7z_files_get_plain_modes(tmp_path, writer):
+    old = os.umask(0o022)
+    try:
+        s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("x/y/z", b"1")]))
+        assert stat.S_IMODE(os.stat(s / "x").st_mode) == 0o755 and stat.S_IMODE(os.stat(s / "x" / "y").st_mode) == 0o755
+        py7zr = pytest.importorskip("py7zr")
+        src = tmp_path / "src.exe"
+        src.write_bytes(b"MZ")
+        arc = tmp_path / "b.7z"
+        with py7zr.SevenZipFile(arc, "w") as z:
+            z.write(str(src), "bin/llama-server.exe")
+        s = unpack_bytes(tmp_path, "b.7z", arc.read_bytes())
+        assert stat.S_IMODE(os.stat(s / "bin" / "llama-server.exe").st_mode) == 0o755
+    finally:
+        os.umask(old)
+
+
+def test_repair_cache_goes_on_past_a_backend_an_install_holds(tmp_path):
+    base = tmp_path / "bin" / "llamacpp"
+    for name in ("cpu.staging", "vulkan.staging", "zz.staging"):
+        _install(base / name, "half")
+    with unpack.lock(str(base / "cpu.lock")):  # sorts first
+        done = unpack.repair_cache(str(tmp_path))
+    assert sorted(done) == [f"removed {base / 'vulkan.staging'}", f"removed {base / 'zz.staging'}"]
+    assert (base / "cpu.staging").exists()
