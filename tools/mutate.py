@@ -410,11 +410,14 @@ def main(argv=None) -> int:
                 sys.stdout.writelines(l + "\n" for l in difflib.unified_diff(
                     base, mutated_source(source, m).splitlines(), module, f"mutant {m.index}", lineterm=""))
                 return 0
-            if args.rerun:
+            rerun: set[int] = set()
+            if args.rerun:  # with --sample too: both sets in one run, counted apart
                 wanted = survivors_in(args.rerun, module)
-                muts = [m for m in muts if (m.desc, lines[m.line - 1].strip()) in wanted]
-            elif args.sample and args.sample < len(muts):
-                muts = sorted(random.Random(args.seed).sample(muts, args.sample), key=lambda m: m.index)
+                rerun = {m.index for m in muts if (m.desc, lines[m.line - 1].strip()) in wanted}
+            sampled = set(range(len(muts))) if not args.rerun else set()
+            if args.sample and args.sample < len(muts):
+                sampled = {m.index for m in random.Random(args.seed).sample(muts, args.sample)}
+            muts = [m for m in muts if m.index in sampled | rerun]
             if args.list:
                 for m in muts:
                     print(f"{module}:{m.line}: #{m.index} {m.desc}    | {lines[m.line - 1].strip()}")
@@ -493,11 +496,15 @@ def main(argv=None) -> int:
 
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(copies)) as pool:
                 list(pool.map(one, muts))
-            killed = len(muts) - len(survivors)
-            totals.append((module, killed, len(muts)))
-            pct = 100.0 * killed / len(muts) if muts else 100.0
-            print(f"{module}: {killed}/{len(muts)} killed ({pct:.0f}%)"
-                  + (f", sample of {args.sample} (seed {args.seed})" if args.sample else ""), flush=True)
+            lost = {m.index for m in survivors}
+            if rerun:
+                print(f"{module}: the earlier survivors: {len(rerun - lost)}/{len(rerun)} killed now", flush=True)
+            if sampled:
+                killed = len(sampled - lost)
+                totals.append((module, killed, len(sampled)))
+                pct = 100.0 * killed / len(sampled)
+                print(f"{module}: {killed}/{len(sampled)} killed ({pct:.0f}%)"
+                      + (f", sample of {args.sample} (seed {args.seed})" if args.sample else ""), flush=True)
         if len(totals) > 1:
             print("\nsummary")
             all_killed = sum(k for _, k, _ in totals)
