@@ -1,3 +1,3 @@
 """Decisions: catalogs, the rule engine, settings, install, rendering and the CLI."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -297,7 +297,6 @@ def _status(ctx, as_json, verify_flag, kwargs):
     inst = installed(cache, cat.recipes, o.binary_of)
     pins = o.pins()
     rows = []
-    needs: dict[str, list[str]] = {}  # runtime dir -> the backends whose install.json names it
     for rname in sorted(inst):
         recipe = cat.recipes[rname]
         for dirname in sorted(inst[rname]):
@@ -315,9 +314,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
                 "verified": rec.get("verified"),
                 "path": path,
             })
-            if rec.get("runtime"):
-                needs[rec["runtime"]] = needs.get(rec["runtime"], []) + [f"{rname}/{dirname}"]
-    rts = [dict(rt, used_by=needs.get(rt["dir"], [])) for rt in runtimes(cache)]
+    rts = runtimes(cache)
     worst = 0
     if verify_flag:  # issue 16: status --verify
         from selector.cli_verify import verify_recipe

@@ -358,19 +358,32 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
 
 def status_human(cache, rows, runtimes, con) -> None:
     """`status`: the cache once, then one row per backend (each lives at <cache>/bin/<recipe>/<dir>),
-    a device check under its row when one ran, then the runtimes and who needs them."""
+    the device checks when they ran, then the runtimes and who needs them.  Every cell is plain text
+    (a version or directory name is never read as markup) and no column is narrower than its longest
+    name, so names are never cut in two."""
     from rich.table import Table
     from rich.text import Text
 
+    def table(cols, cells, styles=None):
+        widths = [max([len(col)] + [len(c[i]) for c in cells]) for i, col in enumerate(cols)]
+        if sum(widths) + 2 * (len(cols) - 1) > con.width:  # too narrow for columns: one line per row, words wrap
+            out = Text()
+            for n, c in enumerate(cells):
+                out.append_text(Text("  ".join(x for x in c if x) + ("\n" if n < len(cells) - 1 else "")))
+            return out
+        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for i, col in enumerate(cols):
+            longest = max([len(col)] + [len(c[i]) for c in cells])
+            t.add_column(col, min_width=min(longest, 24) if i < len(cols) - 1 else None)
+        for n, c in enumerate(cells):
+            t.add_row(*(Text(x, style=(styles[n][i] if styles else "")) for i, x in enumerate(c)))
+        return t
+
     con.print(Text.assemble(("cache ", "bold"), cache))
     if rows:
-        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-        for col in ("recipe", "backend", "version", "pinned", "state"):
-            t.add_column(col, overflow="fold")
-        for r in rows:
-            style = "green" if r["state"] == "installed" else "yellow"
-            t.add_row(r["recipe"], r["dir"], r["version"] or "?", r["pinned"] or "-", Text(r["state"], style=style))
-        con.print(t)
+        cells = [[r["recipe"], r["dir"], r["version"] or "?", r["pinned"] or "-", r["state"]] for r in rows]
+        styles = [[""] * 4 + ["green" if r["state"] == "installed" else "yellow"] for r in rows]
+        con.print(table(("recipe", "backend", "version", "pinned", "state"), cells, styles))
         checked = [r for r in rows if r.get("device_check") is not None]
         if checked:
             from selector.verify import WORDS
@@ -382,11 +395,7 @@ def status_human(cache, rows, runtimes, con) -> None:
                                         f" device check: {WORDS[rep['verdict']]}: {rep['message']}"))
     if runtimes:
         con.print()
-        t = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-        for col in ("runtime", "version", "used by"):
-            t.add_column(col, overflow="fold")
-        for rt in runtimes:
-            used = ", ".join(rt["used_by"]) or "-"  # Lemonade's own installs name no runtime
-            state = "" if rt["complete"] else " (incomplete: install the backend again)"
-            t.add_row(rt["dir"], rt["version"] or "?", used + state)
-        con.print(t)
+        cells = [[rt["dir"], rt["version"] or "?",
+                  (", ".join(rt["used_by"]) or "-")  # Lemonade's own installs name no runtime
+                  + ("" if rt["complete"] else " (incomplete: install the backend again)")] for rt in runtimes]
+        con.print(table(("runtime", "version", "used by"), cells))

@@ -523,11 +523,11 @@ def test_the_speed_floor_is_an_average_over_its_window(srv, tmp_path, monkeypatc
     lim = Limits(min_speed=1000, speed_window=0.2)
     assert download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "a"), len(DATA), limits=lim) == SHA
     assert srv.log == [("/f", None)]
-    # 10 KiB/s in four bursts over 1.6 s, floor 20 kB/s over 2 s: the window never ends, so a slow
+    # 10 KiB/s in four bursts over 1.6 s, floor 20 kB/s over 10 s: the window never ends, so a slow
     # stretch shorter than the window is no abort (each gap alone is below the floor)
     srv.log.clear()
     srv.script["/f"] = [("trickle", 4096, 0.4)]
-    lim = Limits(min_speed=20_000, speed_window=2.0)
+    lim = Limits(min_speed=20_000, speed_window=10.0)
     assert download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "b"), len(DATA), limits=lim) == SHA
     assert srv.log == [("/f", None)]
     assert "retrying" not in capsys.readouterr().err

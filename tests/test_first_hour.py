@@ -191,9 +191,13 @@ def test_recipes_labels_status_uninstall_json_follow_their_schemas(cli, tmp_path
     d.mkdir(parents=True)
     (d / "version.txt").write_text("b1000\n")
     (d / "llama-server").write_text("")  # an install holds its binary
+    rt = cache / "bin" / "therock" / "gfx1151-7.14.0"
+    (rt / "lib").mkdir(parents=True)
+    (rt / "version.txt").write_text("7.14.0\n")
     r = cli("status", "--json", "--cache-dir", str(cache))
     jsonschema.validate(r.json(), schema("status"))
     assert [b["dir"] for b in r.json()["backends"]] == ["vulkan"]
+    assert [x["dir"] for x in r.json()["runtimes"]] == ["therock/gfx1151-7.14.0"]
     r = cli("uninstall", "llamacpp", "vulkan", "--json", "--cache-dir", str(cache))
     jsonschema.validate(r.json(), schema("uninstall"))
     assert r.json()["removed"] is True and not d.exists()

@@ -65,23 +65,27 @@ def test_windows_lock_held_elsewhere_is_refused_when_not_waiting(monkeypatch, tm
 def test_unix_lock_waits_for_the_holder_and_says_so(tmp_path):
     path = str(tmp_path / "vulkan.lock")
     told, order = [], []
-    entered = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
     def holder():
         with unpack.lock(path):
             entered.set()
-            time.sleep(0.3)
+            release.wait(10)  # held until the waiter has said it waits: no timing to win or lose
             order.append("holder done")
+
+    def waiting():
+        told.append("waiting")
+        release.set()
 
     t = threading.Thread(target=holder)
     t.start()
-    entered.wait(5)
+    assert entered.wait(10)
     with pytest.raises(BlockingIOError):
         with unpack.lock(path, blocking=False):
             pass
-    with unpack.lock(path, wait_message=lambda: told.append("waiting")):
+    with unpack.lock(path, wait_message=waiting):
         order.append("second in")
-    t.join()
+    t.join(10)
     assert told == ["waiting"] and order == ["holder done", "second in"]
     # released: taken again at once, without a word
     with unpack.lock(path, wait_message=lambda: told.append("again")):

@@ -81,20 +81,16 @@ def test_a_rocm_build_records_the_runtime_it_was_installed_with(srv, tmp_path):
     assert arts["runtime"]["path"] == str(cache / "bin" / "therock" / "gfx1151-7.14.0")
 
 
-def test_the_record_of_a_local_archive_names_the_file(srv, tmp_path):
+def test_the_record_of_a_local_archive_names_the_file(srv, tmp_path, monkeypatch):
     data = llama_tar()
     srv.release("ggml-org/llama.cpp", VULKAN_TAG, {VULKAN_ASSET: data})
     f = tmp_path / "downloads" / VULKAN_ASSET
     f.parent.mkdir()
     f.write_bytes(data)
     cache = tmp_path / "c"
-    here = os.getcwd()
-    os.chdir(tmp_path)
-    try:  # a relative path on the command line is recorded absolute
-        r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(cache), "--from-file",
-                    os.path.join("downloads", VULKAN_ASSET), env=env_for(srv))
-    finally:
-        os.chdir(here)
+    monkeypatch.chdir(tmp_path)  # a relative path on the command line is recorded absolute
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(cache), "--from-file",
+                os.path.join("downloads", VULKAN_ASSET), env=env_for(srv))
     assert r.rc == 0, r.err
     rec = record(cache, "llamacpp/vulkan")
     assert rec["from_file"] == str(f) and rec["sha256"] == sha(data) and rec["verified"] is True
@@ -111,6 +107,11 @@ def test_an_unverified_backend_is_recorded_as_such(srv, tmp_path):
     assert rec["verified"] is False and rec["digest_source"] is None and rec["sha256"] == sha(data)
     [a] = r.json()["artifacts"]
     assert a["verified"] is False and a["digest"] is None
-    # `all` allows every kind
-    r = install(srv, tmp_path / "c2", "--allow-unverified", "all")
+    # `all` allows every kind: a ROCm build and its runtime, neither with a digest
+    srv.release("lemonade-sdk/llama.cpp", STABLE_TAG, {STABLE_ASSET: llama_tar(STABLE_TAG)}, digest=None)
+    srv.files[f"/therock/{RUNTIME}"] = make_tar([("lib", None), ("lib/libamdhip64.so", b"\x7fELF")])
+    r = install(srv, tmp_path / "c2", "--backend", "rocm", "--allow-unverified", "runtime")
+    assert r.rc == 4 and "--allow-unverified backend" in r.err
+    r = install(srv, tmp_path / "c2", "--backend", "rocm", "--allow-unverified", "all", "--json")
     assert r.rc == 0, r.err
+    assert sorted((a["kind"], a["verified"]) for a in r.json()["artifacts"]) == [("backend", False), ("runtime", False)]

@@ -56,12 +56,17 @@ def test_one_api_call_per_release_and_asset_facts_taken_with_care(srv):
 def test_asset_size_and_digest_that_are_not_what_they_say_are_dropped(monkeypatch):
     answers = {"assets": [{"name": ASSET, "browser_download_url": "https://x/a", "size": -5, "digest": ""},
                           {"name": "b.zip", "browser_download_url": "https://x/b", "size": "12", "digest": 7},
-                          {"name": "c.zip", "browser_download_url": "https://x/c", "size": 0, "digest": "sha256:ab"}]}
+                          {"name": "c.zip", "browser_download_url": "https://x/c", "size": 0, "digest": "sha256:ab"},
+                          {"name": "d.zip", "browser_download_url": "https://x/d", "size": 9, "digest": "sha256:" + "Ab" * 32},
+                          {"name": "e.zip", "browser_download_url": "https://x/e", "digest": "md5:" + "0" * 32}]}
     monkeypatch.setattr(installer.github, "release", lambda *a, **k: answers)
-    a, b, c = backend(), backend(asset="b.zip"), backend(asset="c.zip")
-    installer.resolve_remote([a, b, c], env={})
+    a, b, c, d, e = (backend(asset=n) for n in (ASSET, "b.zip", "c.zip", "d.zip", "e.zip"))
+    installer.resolve_remote([a, b, c, d, e], env={})
     assert (a.size, a.digest, b.size, b.digest) == (None, None, None, None)
-    assert (c.size, c.digest) == (0, "sha256:ab")
+    # a digest that cannot verify anything (too short, another algorithm) counts as none: not two
+    # downloads and a misleading mismatch, but "no published SHA-256" and --allow-unverified
+    assert (c.size, c.digest, e.digest) == (0, None, None)
+    assert (d.size, d.digest) == (9, "sha256:" + "Ab" * 32)
 
 
 def test_allowed_unverified_kinds():

@@ -182,15 +182,32 @@ def test_status_lists_the_therock_runtimes_and_who_needs_them(tmp_path):
     _write(str(cache / "bin" / "therock" / "gfx1100-7.14.0" / "version.txt"), "7.14.0\n")
     os.makedirs(cache / "bin" / "therock" / "gfx1201-7.14.0")
     os.makedirs(cache / "bin" / "therock" / "gfx1151-7.14.0.staging")
+    os.makedirs(cache / "bin" / "therock" / ".hidden")
+    _write(str(cache / "bin" / "therock" / "notes.txt"), "a file, not a runtime")
+    # a runtime whose install.json cannot be read is not taken for a complete one
+    _write(str(cache / "bin" / "therock" / "gfx942-7.14.0" / "version.txt"), "7.14.0\n")
+    _write(str(cache / "bin" / "therock" / "gfx942-7.14.0" / "install.json"), "[1, 2")
+    # a backend record whose runtime is not a name is no user of anything (and no crash)
+    odd = str(cache / "bin" / "llamacpp" / "rocm-nightly")
+    _ours(odd, {"binary": "llama-server", "runtime": ["therock/gfx1151-7.14.0"]})
+    _write(os.path.join(odd, "llama-server"))
     r = run_cli("status", "--json", "--cache-dir", str(cache))
     assert r.rc == 0, r.err
     got = {x["dir"]: x for x in r.json()["runtimes"]}
-    assert set(got) == {"therock/gfx1100-7.14.0", "therock/gfx1151-7.14.0", "therock/gfx1201-7.14.0"}
+    assert set(got) == {"therock/gfx1100-7.14.0", "therock/gfx1151-7.14.0", "therock/gfx1201-7.14.0",
+                        "therock/gfx942-7.14.0"}
+    assert got["therock/gfx942-7.14.0"]["complete"] is False
     assert got["therock/gfx1151-7.14.0"] == {"dir": "therock/gfx1151-7.14.0", "version": "7.14.0", "complete": True,
                                              "path": rt, "used_by": ["llamacpp/rocm-stable"]}
     assert got["therock/gfx1100-7.14.0"]["complete"] is True and got["therock/gfx1100-7.14.0"]["used_by"] == []
     assert got["therock/gfx1201-7.14.0"]["complete"] is False and got["therock/gfx1201-7.14.0"]["version"] is None
-    assert [b["dir"] for b in r.json()["backends"]] == ["rocm-stable"]  # therock is not a recipe
+    assert [b["dir"] for b in r.json()["backends"]] == ["rocm-nightly", "rocm-stable"]  # therock is not a recipe
+    human = run_cli("status", "--cache-dir", str(cache), env={"COLUMNS": "120"})
+    assert human.rc == 0, human.err
+    line = {ln.split()[0]: ln for ln in human.out.splitlines() if ln.startswith("therock/")}
+    assert line["therock/gfx1151-7.14.0"].split()[1:] == ["7.14.0", "llamacpp/rocm-stable"]
+    assert line["therock/gfx1100-7.14.0"].split()[1:] == ["7.14.0", "-"]
+    assert line["therock/gfx1201-7.14.0"].split()[1:3] == ["?", "-"] and "(incomplete" in line["therock/gfx1201-7.14.0"]
     os.remove(os.path.join(rt, "lib", "libamdhip64.so"))
     os.rmdir(os.path.join(rt, "lib"))
     r = run_cli("status", "--json", "--cache-dir", str(cache))
@@ -218,3 +235,19 @@ def test_human_status_fits_80_columns_and_names_the_cache_once(tmp_path):
     assert any("therock/gfx1151-7.14.0" in line and "7.14.0" in line for line in lines)
     empty = run_cli("status", "--cache-dir", str(tmp_path / "empty"))
     assert empty.rc == 0 and empty.out.strip() == f"nothing installed in {tmp_path / 'empty'}"
+
+
+def test_names_and_versions_are_shown_as_they_are_at_any_width(tmp_path):
+    # a version.txt or a directory name with brackets is text, never rich markup (it was an internal error)
+    cache = tmp_path / "c"
+    d = str(cache / "bin" / "llamacpp" / "vulkan")
+    _write(os.path.join(d, "version.txt"), "b1[/]\n")
+    _write(os.path.join(d, "llama-server"))
+    _write(str(cache / "bin" / "therock" / "gfx1151-[red]x[" / "version.txt"), "[bold]7\n")
+    for columns in ("200", "80", "30"):
+        r = run_cli("status", "--cache-dir", str(cache), env={"COLUMNS": columns})
+        assert r.rc == 0 and "Traceback" not in r.err and "internal error" not in r.err, r.err
+        words = r.out.split()
+        assert "b1[/]" in words and "therock/gfx1151-[red]x[" in words and "[bold]7" in words, r.out
+        assert "update_required" in words  # whole: never cut in two
+        assert all(len(line) <= int(columns) for line in r.out.splitlines() if "/" not in line), r.out

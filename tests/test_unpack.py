@@ -7,6 +7,7 @@ import io
 import lzma
 import os
 import stat
+import sys
 import tarfile
 import zipfile
 
@@ -308,7 +309,12 @@ def test_files_are_written_without_group_or_other_write(tmp_path, writer):
     ("a.zip", b"PK\x03\x04garbage", "not a readable archive (BadZipFile"),
     ("a.tar.xz", lzma.compress(b"not a tar at all" * 100), "not a readable archive"),
 ])
-def test_a_broken_archive_is_named_not_a_traceback(tmp_path, name, data, why):
+@pytest.mark.parametrize("decoder", ["isal", "stdlib"])
+def test_a_broken_archive_is_named_not_a_traceback(tmp_path, monkeypatch, name, data, why, decoder):
+    if decoder == "isal":
+        pytest.importorskip("isal")
+    else:
+        monkeypatch.setitem(sys.modules, "isal", None)  # the standard library's gzip, as without .[fast]
     msg = refused(tmp_path, name, data)
     assert msg.startswith(f"{name}: {why}"), msg
 

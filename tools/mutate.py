@@ -490,7 +490,8 @@ def main(argv=None) -> int:
                         survivors.append(m)
                         print(f"  [{n}/{len(muts)}] SURVIVED {module}:{m.line} #{m.index} {m.desc}"
                               f"    | {lines[m.line - 1].strip()}"
-                              + ("" if m.status == "survived" else f"  ({m.status})"), flush=True)
+                              + ("" if m.status == "survived" else f"  ({' '.join(m.status.split())[:300]})"),
+                              flush=True)
                     elif n % 25 == 0:
                         print(f"  [{n}/{len(muts)}] {n - len(survivors)} killed so far", flush=True)
 

@@ -16,6 +16,7 @@ import contextlib
 import fnmatch
 import json
 import os
+import re
 import shutil
 import time
 
@@ -26,6 +27,7 @@ from selector.install.states import complete, read_record, read_version  # noqa:
 from selector.install.unpack import (ArchiveError, Caps, Swap, crash_point, extract, find_binary, human, lock,
                                      needs_repair, remove_tree, repair, strip_wrapper, write_own)
 
+SHA256 = re.compile(r"sha256:[0-9a-fA-F]{64}")
 UNPACK_FACTOR = 3  # free-space estimate: an archive unpacks to at most about this many times its size
 
 
@@ -81,7 +83,8 @@ def resolve_remote(artifacts, env=None, attempts: int | None = None, limits=None
         a.url = asset["browser_download_url"]
         a.size = asset.get("size") if isinstance(asset.get("size"), int) and asset["size"] >= 0 else None
         d = asset.get("digest")
-        a.digest = d if isinstance(d, str) and d else None
+        # GitHub's form, "sha256:<64 hex>"; anything else cannot verify a download, so it counts as none
+        a.digest = d if isinstance(d, str) and SHA256.fullmatch(d) else None
 
 
 def _present(a: Artifact, d: str, reinstall: bool) -> bool:

@@ -90,31 +90,18 @@ def installed(cache: str, recipes=None, binary_of=None) -> dict[str, dict[str, s
     binary (``binary_of(recipe)``) is somewhere in it, as Lemonade checks: version.txt alone is not
     an install."""
     out: dict[str, dict[str, str | None]] = {}
-    base = os.path.join(cache, "bin")
-    try:
-        recipe_dirs = os.listdir(base)
-    except OSError:
-        return out
-    for r in recipe_dirs:
+    for r, d in _dirs(os.path.join(cache, "bin")):
         if recipes is not None and r not in recipes:
             continue
-        try:
-            backends = os.listdir(os.path.join(base, r))
-        except OSError:
-            continue
-        for b in backends:
-            d = os.path.join(base, r, b)
-            if b.startswith(".") or b.endswith(WORK_SUFFIXES) or not os.path.isdir(d):
-                continue
-            version = read_version(d)
-            if os.path.exists(os.path.join(d, "install.json")):
-                if version is not None and not complete(d):
-                    version = None  # its binary or its runtime is gone: update_required, install repairs it
-            else:
-                binary = binary_of(r) if binary_of is not None else None
-                if binary and not _has_binary(d, binary):
-                    continue  # no binary: not installed (Lemonade searches the directory for it)
-            out.setdefault(r, {})[b] = version
+        version = read_version(d)
+        if os.path.exists(os.path.join(d, "install.json")):
+            if version is not None and not complete(d):
+                version = None  # its binary or its runtime is gone: update_required, install repairs it
+        else:
+            binary = binary_of(r) if binary_of is not None else None
+            if binary and not _has_binary(d, binary):
+                continue  # no binary: not installed (Lemonade searches the directory for it)
+        out.setdefault(r, {})[os.path.basename(d)] = version
     return out
 
 
@@ -122,21 +109,41 @@ RUNTIME_GROUPS = ("therock",)  # <cache>/bin/<group>/<arch>-<version>: runtimes,
 
 
 def runtimes(cache: str) -> list[dict]:
-    """The runtimes in the cache (TheRock: ``<cache>/bin/therock/<arch>-<version>``), each with its
-    version.txt and whether it is complete (its ``expect`` path there when install.json names one)."""
+    """The runtimes in the cache (TheRock: ``<cache>/bin/therock/<arch>-<version>``): version.txt,
+    whether complete (a version, and the ``expect`` path its install.json names; an install.json that
+    cannot be read is not complete), and ``used_by``: the backends (``recipe/dir``) whose install.json
+    records that runtime.  Lemonade's own ROCm installs record none."""
+    bin_dir = os.path.join(cache, "bin")
+    users: dict[str, list[str]] = {}
+    for recipe, d in _dirs(bin_dir, exclude=RUNTIME_GROUPS):
+        rt = read_record(d).get("runtime")
+        if isinstance(rt, str):
+            users.setdefault(rt, []).append(f"{recipe}/{os.path.basename(d)}")
     out = []
-    for group in RUNTIME_GROUPS:
-        base = os.path.join(cache, "bin", group)
+    for group, d in _dirs(bin_dir, only=RUNTIME_GROUPS):
+        version = read_version(d)
+        rec = read_record(d)
+        readable = bool(rec) or not os.path.lexists(os.path.join(d, "install.json"))
+        ok = version is not None and readable and (not rec.get("expect") or _rel_exists(d, rec["expect"]))
+        name = f"{group}/{os.path.basename(d)}"
+        out.append({"dir": name, "version": version, "complete": ok, "path": d, "used_by": users.get(name, [])})
+    return out
+
+
+def _dirs(bin_dir: str, only=None, exclude=()):
+    """(group, path) of every install directory under ``bin_dir``, sorted; work directories left out."""
+    try:
+        groups = sorted(os.listdir(bin_dir))
+    except OSError:
+        return
+    for g in groups:
+        if (only is not None and g not in only) or g in exclude:
+            continue
         try:
-            names = sorted(os.listdir(base))
+            names = sorted(os.listdir(os.path.join(bin_dir, g)))
         except OSError:
             continue
         for n in names:
-            d = os.path.join(base, n)
-            if n.startswith(".") or n.endswith(WORK_SUFFIXES) or not os.path.isdir(d):
-                continue
-            version = read_version(d)
-            rec = read_record(d)
-            ok = version is not None and (not rec.get("expect") or _rel_exists(d, rec["expect"]))
-            out.append({"dir": f"{group}/{n}", "version": version, "complete": ok, "path": d})
-    return out
+            d = os.path.join(bin_dir, g, n)
+            if not n.startswith(".") and not n.endswith(WORK_SUFFIXES) and os.path.isdir(d):
+                yield g, d
