@@ -346,21 +346,25 @@ def tests_by_line(copy: str, modules: list[str], tests: list[str]):
 
 def select_tests(m: Mutant, by_line: dict[int, set[str]] | None, tests: list[str], first=(),
                  durations=None) -> list[str] | None:
-    """The tests to run on this mutant: those that execute its statement; the whole list when its
-    statement also runs at import; [] when no test reaches it.  Tests of the files in ``first`` (the
-    module's own) come first, then the fastest: a mutant dies sooner, a survivor costs less."""
+    """The tests to run on this mutant: those that execute its statement (with the module's own test
+    files, ``first``, when the statement also runs at import); [] when no test reaches it.  The own
+    files' tests come first, then the fastest: a mutant dies sooner, a survivor costs less."""
     if by_line is None:
         return tests
-    ids = by_line.get(m.stmt_line, set())
+    ids = set(by_line.get(m.stmt_line, set()))
     if "" in ids:
-        return tests
+        # run at import too (a module constant, a def line): every CLI test that imported it is in ids
+        # already; the pytest process imported it outside any test, so add the module's own test files
+        ids.discard("")
+        ids |= {t for t in first if t not in ids}
     durations = durations or {}
     took: dict[str, float] = {}
     for i in ids:  # a parametrized test by its function: some ids hold a path of the scratch copy
         fn = i.split("[", 1)[0]
         took[fn] = took.get(fn, 0.0) + durations.get(i, 1.0)
     own = {t: n for n, t in enumerate(first)}
-    return sorted(took, key=lambda f: (own.get(f.split("::")[0], len(own)), took[f], f))
+    # a whole file counts by what its tests took; it runs first of all, before any single test
+    return sorted(took, key=lambda f: (own.get(f.split("::")[0], len(own)), "::" in f, took[f], f))
 
 
 def _check_copy_is_imported(copy: str) -> None:
