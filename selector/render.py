@@ -92,8 +92,13 @@ def console(stderr: bool = False):
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = None if tty or os.environ.get("COLUMNS") else 100_000
-    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width)
+    # COLUMNS/LINES that are not plain numbers ('¹' passes str.isdigit, then int() fails inside rich) are
+    # taken as unset
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES") or (v.isascii() and v.isdecimal() and int(v) > 0)}
+    width = None if tty or env.get("COLUMNS") else 100_000
+    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width,
+                   _environ=env)
 
 
 class _NoTrailingSpaces:

@@ -403,11 +403,12 @@ def test_progress_without_a_terminal_prints_plain_lines(capsys):
 
 
 def test_progress_bar_counts_the_bytes(monkeypatch):
-    import rich
     from rich.console import Console
 
+    from selector import render
+
     buf = io.StringIO()
-    monkeypatch.setattr(rich, "_console", Console(file=buf, force_terminal=False, width=100))
+    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
     with download.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(1000, 100)
@@ -534,11 +535,12 @@ def test_the_speed_floor_is_an_average_over_its_window(srv, tmp_path, monkeypatc
 
 
 def test_the_bar_stays_after_the_download_and_messages_are_not_markup(monkeypatch):
-    import rich
     from rich.console import Console
 
+    from selector import render
+
     buf = io.StringIO()
-    monkeypatch.setattr(rich, "_console", Console(file=buf, force_terminal=False, width=100))
+    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
     with download.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(10, 0)

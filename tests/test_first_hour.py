@@ -556,3 +556,12 @@ def test_arguments_that_are_not_utf8_are_shown_as_bytes():
     assert r.returncode == 2 and b"Traceback" not in r.stderr
     assert b"unknown recipe 'llama\\xffcpp'" in r.stderr
     assert json.loads(r.stdout)["exit"] == 2
+
+
+@pytest.mark.parametrize("value", ["¹", "٣", "0", "-1", "wide"])
+def test_a_terminal_width_that_is_not_a_number_is_ignored(cli, value):
+    # rich reads COLUMNS/LINES itself; '¹' and '٣' pass str.isdigit and then fail int() inside it
+    r = cli("--root", STRIX, "guide", env={"COLUMNS": value, "LINES": value})
+    assert r.rc == 0 and "internal error" not in r.err, r.err
+    r = cli("--root", STRIX, "llamacpp", env={"COLUMNS": value})
+    assert r.rc == 0 and "internal error" not in r.err, r.err

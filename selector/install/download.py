@@ -420,8 +420,10 @@ class Progress:
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
                                        TimeRemainingColumn, TransferSpeedColumn)
 
+            from selector.render import console
+
             self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                     TransferSpeedColumn(), TimeRemainingColumn(), transient=False)
+                                     TransferSpeedColumn(), TimeRemainingColumn(), transient=False, console=console())
             self._bar.__enter__()
         return self
 
