@@ -87,7 +87,8 @@ def _user_agent() -> str:
 
 
 def api_session(env=None) -> requests.Session:
-    env = os.environ if env is None else env
+    """A session for the API (``env`` is accepted for symmetry; tokens are added per request by
+    ``headers_for``, never to the session)."""
     s = requests.Session()
     s.headers.update({"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
                       "User-Agent": _user_agent()})
