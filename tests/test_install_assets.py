@@ -522,7 +522,7 @@ def test_a_bad_assets_file_names_the_file_and_field(edit, field, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(InputError) as e:
         load_assets(path=str(path))
-    assert str(path) in str(e.value) and field in str(e.value)
+    assert str(e.value).startswith(f"{path}: {field}:")
 
 
 def test_every_supported_gpu_row_has_a_build_for_the_architectures_it_admits():

@@ -169,6 +169,7 @@ def test_sd_cpp_short_tag_and_tag_without_v():
     assert resolve.short_tag("master-820-de298c2") == "master-de298c2"
     assert resolve.short_tag("master-x-de298c2") == "master-x-de298c2"
     assert resolve.short_tag("b100") == "b100"
+    assert resolve.short_tag("master-820-de298c2-dirty") == "master-de298c2-dirty"  # only the number goes
     p = plan(recipe("sd-cpp"), "metal", os_name="macos", arch="arm64")
     assert p.main.asset == "sd-master-de298c2-master-820-de298c2-*.zip"
     p = plan(recipe("sd-cpp"), "metal", os_name="macos", arch="arm64", pins={"sd-cpp": {"metal": "v1.2"}})
@@ -189,6 +190,17 @@ def test_vllm_release_per_family_and_pin_overrides():
     assert str(e.value) == "vllm rocm: the pin v0.18-gfx120X targets gfx120X but this GPU is gfx110X"
     bad["vllm"]["overrides"] = {"gfx110X": 5}  # not a string: the plain pin stands
     assert plan(vllm, "rocm", gpu("amd_gpu", "gfx1100"), pins=bad).tag == "v0.20-gfx110X"
+
+
+def test_a_release_tag_alone_can_ask_for_the_family():
+    # no pin_overrides: the {family} in release_tag is what makes the plan need the GPU's gfx target
+    assets = copy.deepcopy(ASSETS)
+    del assets["recipes"]["vllm"]["backends"]["rocm"][0]["pin_overrides"]
+    p = plan(recipe("vllm"), "rocm", gpu("amd_gpu", "gfx1100"), assets=assets)
+    assert p.main.asset == "vllm-v0.20-gfx110X.tar.gz"
+    with pytest.raises(NoRule) as e:
+        plan(recipe("vllm"), "rocm", None, assets=assets)
+    assert "needs the GPU's gfx target" in str(e.value)
 
 
 def test_pinned_checksums():
@@ -238,7 +250,7 @@ def test_every_field_of_a_bad_assets_file_is_named(edit, field, tmp_path):
     path.write_text(json.dumps(d))
     with pytest.raises(InputError) as e:
         resolve.load_assets(path=str(path))
-    assert str(e.value).startswith(f"{path}: ") and field in str(e.value)
+    assert str(e.value).startswith(f"{path}: {field}")  # the field first, whole
 
 
 def test_a_top_level_that_is_not_an_object(tmp_path):
