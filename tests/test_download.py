@@ -559,3 +559,66 @@ def test_an_api_answer_cut_off_every_time_uses_up_the_attempts(srv, monkeypatch)
         download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3)
     assert str(e.value).startswith(f"release b1: giving up after 3 attempts (answer from {srv.url}/x cut off")
     assert len(srv.log) == 3 and len(slept) == 3
+
+
+def test_a_deadline_already_past_names_only_the_download(srv, tmp_path):
+    lim = Limits(deadline=5)
+    lim.started -= 10
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA), limits=lim)
+    assert str(e.value).startswith(f"download of {srv.url}/f: gave up at the overall deadline of 5 s")
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1", limits=lim)
+    assert str(e.value).startswith("release b1: gave up at the overall deadline of 5 s")
+    assert srv.log == []
+
+
+def test_http_416_counts_as_an_attempt_and_is_named(srv, tmp_path, monkeypatch):
+    no_wait(monkeypatch)
+    part = tmp_path / "p"
+    part.write_bytes(DATA[:10])
+    srv.script["/f"] = [416]
+    assert download.fetch(requests.Session(), srv.url + "/f", str(part), len(DATA), attempts=2) == SHA
+    part.write_bytes(DATA[:10])
+    srv.script["/f"] = [416, 503]
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(part), len(DATA), attempts=2)
+    assert "failed after 2 attempts" in str(e.value)
+
+
+def test_http_400_is_not_retried(srv, tmp_path):
+    srv.script["/f"] = [400]
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA))
+    assert str(e.value) == f"HTTP 400 for {srv.url}/f" and len(srv.log) == 1
+
+
+def test_at_most_five_redirects_are_followed(srv):
+    srv.releases[("o/r", "t")] = {}
+    for hops in (5, 6):
+        srv.script.clear()
+        for i in range(hops):
+            srv.script[f"/h{hops}-{i}"] = [("redirect", f"/h{hops}-{i + 1}" if i + 1 < hops else "/repos/o/r/releases/tags/t")]
+        if hops == 5:
+            assert download.get_json(requests.Session(), srv.url + "/h5-0", "r")["tag_name"] == "t"
+        else:
+            with pytest.raises(DownloadError) as e:
+                download.get_json(requests.Session(), srv.url + "/h6-0", "r")
+            assert "too many redirects" in str(e.value)
+
+
+def test_a_drop_before_any_byte_uses_up_an_attempt(srv, tmp_path, monkeypatch):
+    no_wait(monkeypatch)
+    srv.script["/f"] = [("drop", 0)] * 10
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA), attempts=3)
+    assert "failed after 3 attempts" in str(e.value) and len(srv.log) == 3
+
+
+def test_a_resumed_download_that_runs_past_the_declared_size_is_refused(srv, tmp_path):
+    part = tmp_path / "p"
+    part.write_bytes(DATA[:1000])
+    srv.script["/f"] = [("trickle", 4096, 0.01)]
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(part), len(DATA) - 100)
+    assert "sent more than the 16284 bytes" in str(e.value)
