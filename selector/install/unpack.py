@@ -705,9 +705,7 @@ def repair_cache(cache: str, only: str | None = None) -> list[str]:
                     if n.endswith(suffix) and not n.startswith("."):
                         dests.add(os.path.join(base, g, n[:-len(suffix)]))
                         break
-    for d in sorted(dests):
-        if not needs_repair(d):
-            continue
+    for d in sorted(dests):  # each was found by a leftover that needs_repair() also sees
         try:
             with lock(d + ".lock", blocking=False):
                 done += repair(d)
