@@ -116,6 +116,11 @@ def test_a_nul_byte_in_a_name_is_refused():
 def test_dot_components_are_dropped_not_refused(tmp_path, writer):
     s = unpack_bytes(tmp_path, "a.tar.gz", tar_of([("./bin/./llama-server", b"x"), (".", None), ("./", None)]))
     assert (s / "bin" / "llama-server").read_bytes() == b"x"
+    # an entry that names the top itself is skipped, and what follows is still unpacked
+    s = unpack_bytes(tmp_path, "b.tar.gz", tar_of([(".", b"not a file"), ("a", b"1")]))
+    assert (s / "a").read_bytes() == b"1"
+    s = unpack_bytes(tmp_path, "c.zip", zip_of([("./", None), ("a", b"1")]))
+    assert (s / "a").read_bytes() == b"1"
 
 
 # ---- what an entry may not be -------------------------------------------------------------------------
@@ -153,7 +158,7 @@ def test_a_later_entry_replaces_an_earlier_file_never_writing_through_it(tmp_pat
     assert (s / "a").read_bytes() == b"second"
 
 
-@pytest.mark.parametrize("target", ["/etc/passwd", "", "C:/Windows", "C:\\x"])
+@pytest.mark.parametrize("target", ["/etc/passwd", "", "C:/Windows", "C:\\x", "C:"])
 def test_absolute_or_empty_link_targets_are_refused(tmp_path, writer, target):
     msg = refused(tmp_path, "a.tar.gz", tar_of([("l", ("sym", target))]))
     assert msg.startswith("a.tar.gz: refusing link l -> ") and "(absolute or empty target)" in msg
@@ -187,6 +192,11 @@ def test_link_checks(tmp_path):
     with pytest.raises(ArchiveError) as e:
         unpack.check_links(str(root), "x.zip")
     assert str(e.value) == "x.zip: refusing link abs -> /etc (absolute target)"
+    os.remove(root / "abs")
+    os.symlink("C:x", root / "drive")  # a Windows drive path, relative as POSIX reads it
+    with pytest.raises(ArchiveError) as e:
+        unpack.check_links(str(root), "x.zip")
+    assert str(e.value) == "x.zip: refusing link drive -> C:x (absolute target)"
 
 
 def test_hard_links_copy_an_earlier_file_only(tmp_path, writer):
@@ -347,6 +357,7 @@ def test_7z_entries_are_written_with_the_same_checks(tmp_path, writer):
     assert (s / "empty.txt").read_bytes() == b""
     msg = refused(tmp_path, "b.7z", buf.read_bytes(), Caps(max_bytes=1000))
     assert "declares 2.0 KiB unpacked" in msg
+    unpack_bytes(tmp_path, "d.7z", buf.read_bytes(), Caps(max_bytes=2000))  # the empty file and the directory: 0
     msg = refused(tmp_path, "c.7z", buf.read_bytes(), Caps(max_entries=2))
     assert "more than 2 entries" in msg
 
@@ -395,6 +406,10 @@ def test_find_binary(tmp_path):
     os.symlink("../z/llama-server", r / "a" / "llama-server")  # a link is not the binary
     assert unpack.find_binary(str(r), "llama-server", "linux") == os.path.join("z", "llama-server")
     assert os.stat(r / "z" / "llama-server").st_mode & 0o111  # made executable on the way
+    v = tmp_path / "v"  # a link named like the binary next to the real .exe: the .exe is found
+    _tree(v, ["bin/llama-server.exe"])
+    os.symlink("llama-server.exe", v / "bin" / "llama-server")
+    assert unpack.find_binary(str(v), "llama-server", "windows") == os.path.join("bin", "llama-server.exe")
     w = tmp_path / "w"
     _tree(w, ["bin/llama-server.exe"])
     assert unpack.find_binary(str(w), "llama-server", "windows") == os.path.join("bin", "llama-server.exe")
@@ -529,12 +544,23 @@ def test_repair_cache_repairs_each_backend_and_leaves_a_held_one(tmp_path):
     assert (base / "vulkan.staging").exists()
     assert unpack.repair_cache(str(tmp_path), only=str(base / "vulkan")) == [f"removed {base / 'vulkan.staging'}"]
     assert unpack.repair_cache(str(tmp_path / "none")) == []
+    # a download's leftover is found through its backend's lock: no lock is made for anything else
+    assert sorted(os.listdir(base)) == ["cpu.lock", "cuda.lock", "rocm-stable", "rocm-stable.lock", "vulkan",
+                                        "vulkan.lock"]
+
+
+def test_repair_cache_goes_on_past_a_group_it_cannot_read(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "0-a-file").write_bytes(b"x")  # sorts before the recipe directories
+    _install(tmp_path / "bin" / "llamacpp" / "vulkan.staging", "half")
+    assert unpack.repair_cache(str(tmp_path)) == [f"removed {tmp_path / 'bin' / 'llamacpp' / 'vulkan.staging'}"]
 
 
 # ---- from the mutation sample's survivors ----------------------------------------------------------
 
-def test_directories_cost_nothing_against_the_size_cap(tmp_path, writer):
-    data = tar_of([("bin", None), ("lib", None), ("bin/a", b"x" * 600), ("lib/b", b"y" * 600)])
+def test_directories_and_links_cost_nothing_against_the_size_cap(tmp_path, writer):
+    data = tar_of([("bin", None), ("lib", None), ("bin/a", b"x" * 600), ("lib/b", b"y" * 600),
+                   ("share", None), ("lib/c", ("sym", "b"))])  # after the files, at the cap already
     unpack_bytes(tmp_path, "a.tar.gz", data, Caps(max_bytes=1200))  # exactly the files' bytes
 
 

@@ -668,11 +668,7 @@ def lock(path: str, wait_message=None, blocking: bool = True):
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield
     finally:
-        if os.name != "nt":
-            import fcntl
-
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        f.close()
+        f.close()  # closing the file releases the lock (flock and msvcrt alike)
 
 
 def repair_cache(cache: str, only: str | None = None) -> list[str]:
@@ -686,7 +682,7 @@ def repair_cache(cache: str, only: str | None = None) -> list[str]:
         dests.add(only)
     else:
         try:
-            groups = os.listdir(base)
+            groups = sorted(os.listdir(base))
         except OSError:
             return done
         for g in groups:
