@@ -451,8 +451,15 @@ def main(argv=None) -> int:
                     return 2
                 by_line, durations = None, None
             else:
-                by_line, durations = mapped[key][0][module], mapped[key][1]
+                by_line, durations = mapped[key][0][module], dict(mapped[key][1])
                 base = sum(durations.values())
+                for nodeid, took in list(durations.items()):  # a test function: all its parameters
+                    fn = nodeid.split("[", 1)[0]
+                    if fn != nodeid:
+                        durations[fn] = durations.get(fn, 0.0) + took
+                for nodeid, took in mapped[key][1].items():  # a whole file: all its tests
+                    f = nodeid.split("::", 1)[0]
+                    durations[f] = durations.get(f, 0.0) + took
             how = "all of them per mutant" if by_line is None else "per mutant, those that execute its line"
 
             def timeout_for(selected):
