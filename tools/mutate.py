@@ -418,7 +418,7 @@ def main(argv=None) -> int:
             if args.rerun:  # with --sample too: both sets in one run, counted apart
                 wanted = survivors_in(args.rerun, module)
                 rerun = {m.index for m in muts if (m.desc, lines[m.line - 1].strip()) in wanted}
-            sampled = set(range(len(muts))) if not args.rerun else set()
+            sampled = set(range(len(muts))) if not args.rerun or args.sample else set()
             if args.sample and args.sample < len(muts):
                 sampled = {m.index for m in random.Random(args.seed).sample(muts, args.sample)}
             muts = [m for m in muts if m.index in sampled | rerun]
