@@ -622,3 +622,20 @@ def test_a_resumed_download_that_runs_past_the_declared_size_is_refused(srv, tmp
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), srv.url + "/f", str(part), len(DATA) - 100)
     assert "sent more than the 16284 bytes" in str(e.value)
+
+
+def test_a_416_that_ends_the_attempts_is_named(srv, tmp_path, monkeypatch):
+    no_wait(monkeypatch)
+    part = tmp_path / "p"
+    part.write_bytes(DATA[:10])
+    srv.script["/f"] = [416]
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(part), len(DATA), attempts=1)
+    assert "(HTTP 416 on resume)" in str(e.value)
+
+
+def test_an_api_400_is_final_and_named(srv):
+    srv.script["/x"] = [400]
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1")
+    assert str(e.value) == f"HTTP 400 from {srv.url}/x" and len(srv.log) == 1
