@@ -35,6 +35,28 @@ class Answer:
         self.status_code, self.headers = status, headers or {}
 
 
+@pytest.fixture
+def screen(monkeypatch):
+    """What a progress bar on a terminal shows, as text."""
+    from rich.console import Console
+
+    from selector import render
+
+    buf = io.StringIO()
+    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
+    return buf
+
+
+def send(h, body, headers):
+    """Answer 200 with ``body`` and ``headers`` (a server-side handler's reply)."""
+    h.send_response(200)
+    for k, v in headers.items():
+        h.send_header(k, v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
 def no_wait(monkeypatch):
     slept = []
     monkeypatch.setattr(download.time, "sleep", slept.append)
@@ -402,13 +424,8 @@ def test_progress_without_a_terminal_prints_plain_lines(capsys):
     assert out.out == "" and out.err == "pick-backend: retrying in 1 s: x\n"
 
 
-def test_progress_bar_counts_the_bytes(monkeypatch):
-    from rich.console import Console
-
-    from selector import render
-
-    buf = io.StringIO()
-    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
+def test_progress_bar_counts_the_bytes(screen):
+    buf = screen
     with download.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(1000, 100)
@@ -453,15 +470,8 @@ def test_progress_is_told_the_size_the_resume_point_and_every_byte(srv, tmp_path
 
 
 def test_a_garbled_compressed_api_answer_is_named(srv):
-    def garbled(h):
-        body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\xff" * 40
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Encoding", "gzip")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
-    srv.handle = garbled
+    body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\xff" * 40
+    srv.handle = lambda h: send(h, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1")
     assert "the body could not be decoded" in str(e.value) and f"{srv.url}/x" in str(e.value)
@@ -495,13 +505,7 @@ def test_a_download_is_hashed_as_the_bytes_on_the_wire(srv, tmp_path):
 
     packed = gzip.compress(DATA)
 
-    def encoded(h):
-        h.send_response(200)
-        h.send_header("Content-Encoding", "gzip")
-        h.send_header("Content-Length", str(len(packed)))
-        h.end_headers()
-        h.wfile.write(packed)
-    srv.handle = encoded
+    srv.handle = lambda h: send(h, packed, {"Content-Encoding": "gzip"})
     part = tmp_path / "p"
     assert download.fetch(requests.Session(), srv.url + "/f", str(part), len(packed)) == hashlib.sha256(packed).hexdigest()
     assert part.read_bytes() == packed
@@ -534,13 +538,8 @@ def test_the_speed_floor_is_an_average_over_its_window(srv, tmp_path, monkeypatc
     assert "retrying" not in capsys.readouterr().err
 
 
-def test_the_bar_stays_after_the_download_and_messages_are_not_markup(monkeypatch):
-    from rich.console import Console
-
-    from selector import render
-
-    buf = io.StringIO()
-    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
+def test_the_bar_stays_after_the_download_and_messages_are_not_markup(screen):
+    buf = screen
     with download.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(10, 0)
