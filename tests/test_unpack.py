@@ -63,6 +63,17 @@ def zip_of(entries):
     return buf.getvalue()
 
 
+def zip_entry(name, mode, data):
+    """A zip of one entry made on Unix with this full mode (file type bits included)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo(name)
+        info.create_system = 3
+        info.external_attr = mode << 16
+        z.writestr(info, data)
+    return buf.getvalue()
+
+
 def unpack_bytes(tmp_path, name, data, caps=None):
     p = tmp_path / name
     p.write_bytes(data)
@@ -216,13 +227,7 @@ def test_special_files_are_refused(tmp_path, writer):
         info.type = tarfile.FIFOTYPE
         t.addfile(info)
     assert refused(tmp_path, "a.tar.gz", buf.getvalue()) == "a.tar.gz: refusing special file fifo"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        info = zipfile.ZipInfo("dev")
-        info.create_system = 3
-        info.external_attr = (stat.S_IFCHR | 0o644) << 16
-        z.writestr(info, b"")
-    assert refused(tmp_path, "a.zip", buf.getvalue()) == "a.zip: refusing special file dev"
+    assert refused(tmp_path, "a.zip", zip_entry("dev", stat.S_IFCHR | 0o644, b"")) == "a.zip: refusing special file dev"
 
 
 def test_zip_from_a_non_unix_system_ignores_its_attributes(tmp_path, writer):
@@ -574,13 +579,7 @@ def test_a_link_target_with_an_empty_component_cannot_climb_out(tmp_path):
 
 
 def test_a_zip_link_target_that_is_not_utf8_stays_inside(tmp_path, writer):
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        info = zipfile.ZipInfo("lib/libx.so")
-        info.create_system = 3
-        info.external_attr = (stat.S_IFLNK | 0o777) << 16
-        z.writestr(info, b"libx\xff.so.1")
-    s = unpack_bytes(tmp_path, "a.zip", buf.getvalue())
+    s = unpack_bytes(tmp_path, "a.zip", zip_entry("lib/libx.so", stat.S_IFLNK | 0o777, b"libx\xff.so.1"))
     assert os.readlink(s / "lib" / "libx.so") == "libx\ufffd.so.1"  # the bad byte replaced, not an error
 
 
