@@ -41,6 +41,9 @@ def probe(host, detailed: bool = False) -> Profile:
         profile.os.version = host.release
         profile.warn("os", f"unsupported operating system {system!r}: only the CPU is probed")
         steps = [("cpu", cpu.probe)]
+    from probes import runtime_env
+
+    _run("device_env", runtime_env.record, host, profile)
     for name, fn in steps:
         _run(name, fn, host, profile)
     _run("executables", _executables, host, profile)

@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 
-from probes.host import CAPTURE_FORMAT, RELEVANT_ENV, LiveHost, RecordingHost
+from probes.host import CAPTURE_FORMAT, RELEVANT_ENV, RELEVANT_ENV_PREFIXES, LiveHost, RecordingHost
 
 MAX_FILE = 1 << 20
 
@@ -126,7 +126,7 @@ def write_capture(dest: str, host: LiveHost | None = None) -> dict:
     data = {
         "format": CAPTURE_FORMAT,
         "platform": {"system": live.system, "machine": live.machine, "release": live.release},
-        "env": {k: live.env[k] for k in RELEVANT_ENV if k in live.env},
+        "env": {k: v for k, v in sorted(live.env.items()) if k in RELEVANT_ENV or k.startswith(RELEVANT_ENV_PREFIXES)},
         "nvml": live.nvml(),
         "vulkan_loader": live.vulkan_loader(),
         "executables": dict(rec.execs),

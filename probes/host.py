@@ -19,6 +19,8 @@ RELEVANT_ENV = (
     "ROCR_VISIBLE_DEVICES",
     "HSA_OVERRIDE_GFX_VERSION",
     "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "GGML_VK_VISIBLE_DEVICES",
     "VK_DRIVER_FILES",
     "VK_ICD_FILENAMES",
     "HOME",
@@ -31,6 +33,9 @@ RELEVANT_ENV = (
     "LOCALAI_FORCE_META_BACKEND_CAPABILITY",  # probes/engines.py
     "LOCALAI_FORCE_META_BACKEND_CAPABILITY_RUN_FILE",
 )
+
+# ... and every variable with one of these prefixes (ROCr's per-node override, HSA_OVERRIDE_GFX_VERSION_<node>)
+RELEVANT_ENV_PREFIXES = ("HSA_OVERRIDE_GFX_VERSION_",)
 
 EXECUTABLES = ("llama-server", "docker", "podman")
 

@@ -70,6 +70,11 @@ class AmdGpu(Record):
     cwsr: bool | None = None  # KFD node has cwsr_size and ctl_stack_size (kernel CWSR fix); None: unknown
     unique_id: str | None = None  # KFD unique_id as ROCm prints it (GPU-<16 hex>), for ROCR_VISIBLE_DEVICES
     hip_index: int | None = None  # the index HIP_VISIBLE_DEVICES selects it by (after ROCR_VISIBLE_DEVICES)
+    kfd_node: int | None = None  # its KFD topology node (HSA_OVERRIDE_GFX_VERSION_<node> names it)
+    gfx_override: str | None = None  # the variable that set gfx_effective (HSA_OVERRIDE_GFX_VERSION[_<node>])
+    gfx_override_refused: bool = False  # the override crosses a major version: ROCm refuses it
+    vulkan_driver: str | None = None  # the Vulkan ICD that drives it (radeon_icd, amd-vulkan64), or None
+    vulkan_visible: bool = True  # not hidden from llama.cpp's Vulkan backend by GGML_VK_VISIBLE_DEVICES
 
 
 class NvidiaGpu(Record):
@@ -88,6 +93,8 @@ class NvidiaGpu(Record):
     usable: bool = True  # device nodes (/dev/nvidiaN, /dev/nvidiactl) usable, or NVML answers
     access_fix: str | None = None
     cuda_index: int | None = None  # index among the CUDA-visible GPUs (after CUDA_VISIBLE_DEVICES)
+    vulkan_driver: str | None = None  # the Vulkan ICD that drives it (nvidia_icd, nv-vk64), or None
+    vulkan_visible: bool = True
 
 
 class Npu(Record):
@@ -110,6 +117,8 @@ class IntelGpu(Record):
     render_node: str | None = None
     usable_graphics: bool = True
     access_fix: str | None = None
+    vulkan_driver: str | None = None  # the Vulkan ICD that drives it (intel_icd, igvk64), or None
+    vulkan_visible: bool = True
 
 
 class Metal(Record):
@@ -143,6 +152,11 @@ class Profile(Record):
     cuda_toolkits: list[str] = field(default_factory=list)  # majors of /usr/local/cuda-N (probes/engines.py)
     localai_capability: str | None = None  # forced on LocalAI by its env var or run file
     localai_capability_source: str | None = None  # "env" | "run_file"
+    # the device-selection variables of this process that were set (HIP_VISIBLE_DEVICES,
+    # CUDA_DEVICE_ORDER, GGML_VK_VISIBLE_DEVICES, HSA_OVERRIDE_GFX_VERSION_<node>, ...): each is
+    # read by one runtime only (probes/runtime_env.py)
+    device_env: dict[str, str] = field(default_factory=dict)
+    cuda_order: str = "pci"  # how CUDA numbers the NVIDIA GPUs: "pci" (PCI_BUS_ID) | "fastest" (CUDA's guess)
     schema_version: int = SCHEMA_VERSION
 
     def warn(self, probe: str, message: str) -> None:
@@ -161,7 +175,25 @@ class Profile(Record):
         ver = data.get("schema_version")
         if ver != SCHEMA_VERSION:
             raise ProfileError(where, "schema_version", f"must be {SCHEMA_VERSION}, found {ver!r}")
-        return _build(cls, data, where, "")
+        profile = _build(cls, data, where, "")
+        _fill_vulkan_drivers(profile, data)
+        return profile
+
+
+def _fill_vulkan_drivers(profile: "Profile", data: dict) -> None:
+    """A profile saved before GPUs carried ``vulkan_driver`` gets it from its own ``vulkan.gpu_drivers``,
+    as the probe would have set it (probes/runtime_env.py)."""
+    from probes.tables import vulkan_vendor
+
+    by_vendor: dict[str, str] = {}
+    for icd in profile.vulkan.gpu_drivers:
+        v = vulkan_vendor(icd)
+        if v:
+            by_vendor.setdefault(v, icd)
+    for key, vendor in (("amd_gpus", "amd"), ("nvidia_gpus", "nvidia"), ("intel_gpus", "intel")):
+        for raw, gpu in zip(data.get(key) or [], getattr(profile, key)):
+            if "vulkan_driver" not in raw and (vendor != "nvidia" or gpu.driver_loaded):
+                gpu.vulkan_driver = by_vendor.get(vendor)
 
 
 class ProfileError(Exception):

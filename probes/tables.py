@@ -140,3 +140,14 @@ def board(compatible: list[str]) -> dict | None:
         if c in rows:
             return rows[c]
     return None
+
+
+@lru_cache(maxsize=None)
+def _icd_vendor() -> dict:
+    return {stem: vendor for vendor, stems in load("vulkan_icds")["by_vendor"].items() for stem in stems}
+
+
+def vulkan_vendor(icd: str) -> str | None:
+    """The GPU vendor ("amd", "nvidia", "intel") a Vulkan ICD manifest drives, or None (a CPU
+    renderer, a translation layer, another vendor's SoC)."""
+    return _icd_vendor().get(icd.split(".")[0].lower())

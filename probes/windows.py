@@ -21,7 +21,7 @@ from probes.linux.cpu import normalize_arch
 from probes.linux.vulkan import CPU_ICDS
 from probes.profile import PCI, AmdGpu, IntelGpu, NvidiaGpu, Npu
 from probes.section import Section, section
-from probes.util import visible_indices
+from probes import runtime_env
 
 CLASS_KEY = r"SYSTEM\CurrentControlSet\Control\Class"
 ENUM_PCI = r"SYSTEM\CurrentControlSet\Enum\PCI"
@@ -255,10 +255,8 @@ def probe_amd(host, profile) -> None:
         profile.warn("amd_gpu", f"{name} ({gfx or 'gfx unknown'}, PCI 1002:{ids['device'][2:]}) {_no_driver_words(desc)}: "
                                 f"no backend can use it until {AMD_DRIVER_FIX[0].lower()}{AMD_DRIVER_FIX[1:]}")
     hip = 0
-    chosen = visible_indices(host.env.get("HIP_VISIBLE_DEVICES"), len(gpus))
-    for i, g in enumerate(gpus):
-        if chosen is not None:
-            g.visible = i in chosen
+    runtime_env.rocm_visibility(host, profile, gpus, rocr=False)  # Windows has no ROCr: HIP's variables only
+    for g in gpus:
         if g.usable_compute:  # the index HIP_VISIBLE_DEVICES selects it by (run_env replaces the variable)
             if g.visible:
                 g.hip_index = hip
@@ -303,7 +301,7 @@ def probe_nvidia(host, profile) -> None:
         uuids.append(None)
         profile.warn("nvidia", f"{name} (PCI 10de:{ids['device'][2:]}) {_no_driver_words(desc)}: CUDA cannot use it "
                                f"until {NVIDIA_DRIVER_FIX[0].lower()}{NVIDIA_DRIVER_FIX[1:]}")
-    apply_cuda_visible(host, gpus, uuids)
+    apply_cuda_visible(host, gpus, uuids, profile)
     profile.nvidia_gpus = gpus
 
 
@@ -404,6 +402,7 @@ def probe_vulkan(host, profile) -> None:
         if stem and stem not in out and stem.split(".")[0] not in CPU_ICDS:
             out.append(stem)
     profile.vulkan.gpu_drivers = out
+    runtime_env.vulkan_devices(host, profile)
     if not profile.vulkan.loader and (profile.amd_gpus or profile.nvidia_gpus):
         profile.warn("vulkan", "vulkan-1.dll is missing: Vulkan backends need the GPU driver's Vulkan runtime")
 

@@ -9,6 +9,7 @@ type), built once per profile and reused for every recipe.
 from __future__ import annotations
 
 from probes.record import Record, field
+from probes.util import parse_override
 
 from selector import requires
 from selector.catalog import ACCELERATORS, DISPLAY_FIELDS, Catalog, Recipe, Row
@@ -177,13 +178,14 @@ class Machine:
         self.profile = profile
         self.os = profile.os.name
         self.arch = profile.cpu.arch
-        amd = [g for g in profile.amd_gpus if g.visible]  # a GPU of unknown gfx target still serves Vulkan
-        amd.sort(key=lambda g: (g.integrated, -(g.vram_bytes or 0), g.index))
+        # every AMD GPU, best first; a GPU of unknown gfx target still serves Vulkan
+        every_amd = sorted(profile.amd_gpus, key=lambda g: (g.integrated, -(g.vram_bytes or 0), g.index))
+        amd = [g for g in every_amd if g.visible]  # visible to ROCm (HIP/ROCR_VISIBLE_DEVICES)
         self.amd_all = amd
         self.amd = amd[0] if amd else None
         self.amd_hidden = not amd and any(g.gfx for g in profile.amd_gpus)
-        nv = [g for g in profile.nvidia_gpus if g.visible]
-        nv.sort(key=lambda g: (-(g.memory_bytes or 0), g.index))
+        every_nv = sorted(profile.nvidia_gpus, key=lambda g: (-(g.memory_bytes or 0), g.index))
+        nv = [g for g in every_nv if g.visible]  # visible to CUDA (CUDA_VISIBLE_DEVICES)
         self.nvidia_all = nv
         self.nvidia = nv[0] if nv else None
         self.nvidia_hidden = not nv and bool(profile.nvidia_gpus)
@@ -196,26 +198,33 @@ class Machine:
         self.intel = intel[0] if intel else None
         self.metal = profile.metal.available
         self.executables = profile.executables
+        # compute runtimes see the GPUs their own variable leaves; Vulkan sees every GPU (RADV, ANV
+        # and NVIDIA's Vulkan driver read none of those variables)
         self.by_type = {"amd_gpu": amd, "nvidia_gpu": nv, "amd_npu": npus, "intel_gpu": intel}
+        self.graphics = {"amd_gpu": every_amd, "nvidia_gpu": every_nv, "intel_gpu": intel}
         self.devices: dict = {}  # (id(profile device), family, token) -> Device, shared across rows
 
     def cpu_device(self) -> Device:
         return Device("cpu", self.arch, 0, self.profile.cpu.brand or None)
 
-    def amd_runs(self) -> list:
+    def amd_runs(self, graphics: bool = False) -> list:
         """The AMD GPUs in best-first order as runs of neighbours that every row judges alike (same
         gfx, override, name, access, CWSR), so a node of 64 identical GPUs is judged once per row
-        and the order stays exactly best-first."""
-        runs = self.__dict__.get("_amd_runs")
+        and the order stays exactly best-first.  ``graphics``: every GPU, as Vulkan sees them."""
+        name = "_amd_runs_g" if graphics else "_amd_runs"
+        runs = self.__dict__.get(name)
         if runs is None:
-            runs = self._amd_runs = []
-            for g in self.amd_all:
+            runs = []
+            for g in (self.graphics["amd_gpu"] if graphics else self.amd_all):
                 key = (g.gfx, g.gfx_effective or g.gfx, g.name, getattr(g, "usable_compute", True),
-                       getattr(g, "usable_graphics", True), getattr(g, "cwsr", None), getattr(g, "access_fix", None))
+                       getattr(g, "usable_graphics", True), getattr(g, "cwsr", None), getattr(g, "access_fix", None),
+                       getattr(g, "gfx_override_refused", False), getattr(g, "vulkan_driver", None),
+                       getattr(g, "vulkan_visible", True), g.visible)
                 if runs and runs[-1][0] == key:
                     runs[-1][1].append(g)
                 else:
                     runs.append((key, [g]))
+            self.__dict__[name] = runs
         return runs
 
     def present_types(self) -> list[str]:
@@ -279,15 +288,46 @@ def _token(value: str, families) -> str | None:
 
 def _access_reason(g, backend: str, access: str) -> str:
     if access == "graphics":
-        if getattr(g, "usable_graphics", True):
+        if not getattr(g, "vulkan_driver", None):
+            return f"{g.name}: no Vulkan driver for it is installed, so {backend} cannot use it ({vulkan_fix(g)})"
+        if not getattr(g, "vulkan_visible", True):
+            return f"{g.name}: GGML_VK_VISIBLE_DEVICES hides it from llama.cpp's Vulkan backend"
+        if getattr(g, "usable_graphics", getattr(g, "usable", True)):
             return ""
-        what = f"its render node{' ' + g.render_node if getattr(g, 'render_node', None) else ''}"
+        node = getattr(g, "render_node", None)
+        what = (f"its render node{' ' + node if node else ''}" if hasattr(g, "usable_graphics")
+                else "its device nodes (/dev/nvidia*)")
     else:
         if getattr(g, "usable_compute", getattr(g, "usable", True)):
             return ""
         what = "/dev/kfd and its render node" if hasattr(g, "usable_compute") else "its device nodes"
     fix = getattr(g, "access_fix", None)
+    if hasattr(g, "render_node") and g.render_node is None and getattr(g, "source", "kfd") == "kfd":
+        return f"{g.name}: it has no render node (/dev/dri/renderD*), so {backend} cannot use it" + \
+            (f" ({fix})" if fix else "")
     return f"{g.name}: this process cannot open {what}, so {backend} cannot use it" + (f" ({fix})" if fix else "")
+
+
+VULKAN_FIX = {
+    "amd_gpu": "install Mesa's RADV (mesa-vulkan-drivers) or AMD's Vulkan driver",
+    "intel_gpu": "install Mesa's ANV (mesa-vulkan-drivers)",
+    "nvidia_gpu": "the NVIDIA driver's Vulkan ICD (nvidia_icd.json) is missing: reinstall the driver",
+}
+
+
+def vulkan_fix(g) -> str:
+    kind = "amd_gpu" if hasattr(g, "usable_compute") else "intel_gpu" if hasattr(g, "arc") else "nvidia_gpu"
+    if kind == "nvidia_gpu" and not getattr(g, "driver_loaded", True):
+        return "its Vulkan driver is part of the NVIDIA driver, which is not loaded"
+    return VULKAN_FIX[kind]
+
+
+def _integrated(d: Device) -> bool:
+    """Shares system memory: an AMD APU, an Intel GPU that is not an Arc card."""
+    g = d.gpu
+    if d.type == "intel_gpu":
+        return not getattr(g, "arc", False)
+    return bool(getattr(g, "integrated", False))
 
 
 def _amd_device(m: Machine, g, fam, token) -> Device:
@@ -301,8 +341,14 @@ def _amd_device(m: Machine, g, fam, token) -> Device:
 
 def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
                access: str, g) -> tuple[str, str | None, bool]:
-    """(why not, or ''; the row token matched; whether the family is what failed) for one AMD GPU."""
-    eff = g.gfx_effective or g.gfx
+    """(why not, or ''; the row token matched; whether the family is what failed) for one AMD GPU.
+    A Vulkan build judges the hardware target: HSA_OVERRIDE_GFX_VERSION is ROCm's alone."""
+    eff = g.gfx if access == "graphics" else (g.gfx_effective or g.gfx)
+    if access != "graphics" and getattr(g, "gfx_override_refused", False):
+        value = m.profile.device_env.get(g.gfx_override, "")
+        return (f"{g.name}: {g.gfx_override}={value} asks ROCm to run this {g.gfx} as "
+                f"{parse_override(value) or value}, across a major version, which ROCm refuses "
+                f"(ROCm/rocm-systems#5686)"), None, False
     if settings.policy != "lemonade":
         for ex in catalog.exclusions_for(row.backend, "amd_gpu"):
             if _matches_family(g.gfx, ex.families):
@@ -316,7 +362,7 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
         if token is None:
             why = _family_reason(row, eff, g.name) or f"Unsupported GPU: {eff} ({row.backend} needs {describe_families(fams)})"
             if eff != g.gfx:
-                why += f" (HSA_OVERRIDE_GFX_VERSION makes {g.gfx} run as {eff})"
+                why += f" ({g.gfx_override or 'HSA_OVERRIDE_GFX_VERSION'} makes {g.gfx} run as {eff})"
             return why, None, True
     for gate in catalog.gates_for(recipe.name, row.backend).get(eff, ()):
         if m.os not in gate.os or channel not in gate.channels:
@@ -330,19 +376,19 @@ def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
                access: str):
     found, passed, notes = [], [], []
     memo: dict = {}  # identical GPUs (a node of eight MI300X) are judged once
-    for key, gpus in m.amd_runs():
+    for key, gpus in m.amd_runs(access == "graphics"):
         verdict = memo.get(key)
         if verdict is None:
             verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, settings, channel, access, gpus[0])
         why, token, _ = verdict
         g = gpus[0]
-        eff = g.gfx_effective or g.gfx
+        eff = g.gfx if access == "graphics" else (g.gfx_effective or g.gfx)
         devs = _amd_devices(m, key, gpus, eff if fams else g.gfx, token)
         if why:
             passed.extend((dev, why) for dev in devs)
             continue
         if fams and eff != g.gfx:
-            note = f"judged as {eff} through HSA_OVERRIDE_GFX_VERSION (hardware: {g.gfx})"
+            note = f"judged as {eff} through {g.gfx_override or 'HSA_OVERRIDE_GFX_VERSION'} (hardware: {g.gfx})"
             if note not in notes:
                 notes.append(note)
         found.extend(devs)
@@ -397,9 +443,9 @@ def _sort_out(judged) -> tuple[list, list, list, list]:
     return found, passed, reasons, []
 
 
-def _judge_nvidia(m: Machine, row: Row, fams):
+def _judge_nvidia(m: Machine, row: Row, fams, access: str = "compute"):
     backend = row.backend
-    for g in m.nvidia_all:
+    for g in (m.graphics["nvidia_gpu"] if access == "graphics" else m.nvidia_all):
         if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
             why = f"{g.name}: the NVIDIA driver is not loaded, so {backend} cannot run on it"
         elif fams and g.sm is None:
@@ -409,7 +455,7 @@ def _judge_nvidia(m: Machine, row: Row, fams):
             why = _family_reason(row, g.sm, g.name) or \
                 f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})"
         else:
-            why = _access_reason(g, backend, "compute") or requires.check(m, row, g)
+            why = _access_reason(g, backend, access) or requires.check(m, row, g)
         yield _nv_device(g, g.sm, _token(g.sm, fams) if fams and g.sm else None), why
 
 
@@ -482,15 +528,23 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
         return [], [], [m.profile.metal.note or "Requires an Apple Silicon GPU (Metal)"], []
     if dtype not in m.by_type:
         return [], [], [f"unknown device type {dtype}"], []
-    if not m.by_type[dtype]:
+    if not _devices_of(m, dtype, access):
         return [], [], [_absent_reason(m, row, dtype, fams)], []
     if dtype == "amd_gpu":
         return _match_amd(m, catalog, recipe, row, fams, settings, channel, access)
     if dtype == "nvidia_gpu":
-        return _sort_out(_judge_nvidia(m, row, fams))
+        return _sort_out(_judge_nvidia(m, row, fams, access))
     if dtype == "amd_npu":
         return _sort_out(_judge_npu(m, row, fams))
     return _sort_out(_judge_intel(m, row, fams))
+
+
+def _devices_of(m: Machine, dtype: str, access: str) -> list:
+    """The devices of a type that a backend of this access sees: Vulkan every GPU, a compute
+    runtime those its own variable leaves visible."""
+    if access == "graphics" and dtype in m.graphics:
+        return m.graphics[dtype]
+    return m.by_type.get(dtype) or []
 
 
 def _family_reason(row: Row, family, name) -> str:
@@ -530,13 +584,19 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
         return RowResult([], requires.arch_reason(m.arch, row.requires["arch"]), [])
     access = row_access(catalog, row)
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
+    unlisted: list[str] = []
+    if access == "graphics":  # a Vulkan build runs on any GPU with a Vulkan driver, listed or not
+        listed = {t for t, _ in row.devices}
+        unlisted = [t for t in GPU_TYPES if t not in listed and m.graphics[t]]
+        cut = next((i for i, e in enumerate(entries) if e[0] == "cpu"), len(entries))
+        entries[cut:cut] = [(t, []) for t in unlisted]
     reasons: list[str] = []
     passed_all: list = []
     acc_found: list = []  # satisfying devices of every accelerator type of the row
     acc_notes: list[str] = []
     acc_types = 0
     for dtype, fams in entries:
-        if acc_found and (dtype == "cpu" or not m.by_type.get(dtype)):
+        if acc_found and (dtype == "cpu" or not _devices_of(m, dtype, access)):
             continue  # a fit is found: a type this machine lacks, or the CPU, adds nothing
         found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
         if found:
@@ -556,9 +616,24 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
                 reasons.append(w)
     if acc_found:
         if acc_types > 1:  # a row of several GPU types (Vulkan): the best of all of them, as within one type
-            acc_found.sort(key=lambda d: (bool(getattr(d.gpu, "integrated", False)), -(d.memory_bytes or 0)))
+            acc_found.sort(key=lambda d: (_integrated(d), -(d.memory_bytes or 0)))
+        if acc_found[0].type in unlisted:
+            acc_notes.append(_unlisted_note(catalog, row, acc_found[0]))
         return _row_found(m, row, acc_found, acc_notes, passed_all, [])
     return RowResult([], "; ".join(reasons), [], passed_all)
+
+
+GPU_TYPES = ("amd_gpu", "nvidia_gpu", "intel_gpu")
+
+
+def _unlisted_note(catalog: Catalog, row: Row, dev: Device) -> str:
+    """The words for a Vulkan build on a GPU type its catalog row does not list."""
+    kinds = [TYPE_WORDS[t] + "s" for t, _ in row.devices]
+    listed = " and ".join(kinds) if len(kinds) < 3 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+    owner = catalog.extra.get("owner") or catalog.name
+    icd = getattr(dev.gpu, "vulkan_driver", None)
+    return (f"{owner}'s matrix lists this build for {listed}; it runs on this {TYPE_WORDS[dev.type]} "
+            f"through its Vulkan driver" + (f" ({icd})" if icd else ""))
 
 
 def _row_found(m: Machine, row: Row, found, notes, passed_all, reasons) -> RowResult:
@@ -747,8 +822,16 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
             lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if excluded else vs
             other, _ = choose(lem, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
-                notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported row; "
-                             f"accelerator-first prefers {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
+                if other.name == "system" and not system_preferred(recipe, settings):
+                    notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
+                                 f"{recipe_name}); prefer_system is off outside --policy lemonade: --prefer-system "
+                                 f"or --backend system chooses it")
+                else:
+                    notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
+                                 f"row; accelerator-first prefers {chosen.name} on the "
+                                 f"{TYPE_WORDS[chosen.device.type]})")
+        if chosen is not None:
+            why += _losers(vs, chosen, catalog, recipe_name, settings)
     if chosen is None:
         no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"
         return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
@@ -759,9 +842,47 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     run_env, env_note, kept = run_env_for(m, chosen) if chosen.supported else ({}, "", [])
     if env_note:
         notes.append(env_note)
+    if chosen.supported and chosen.access != "graphics" and chosen.device is not None and \
+            chosen.device.type == "amd_gpu":
+        notes += _override_notes(m, chosen)
     run_args = f"{flag} {chosen.name}" if flag else None
     return Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
                     warnings, notes, channel, run_env, kept)
+
+
+def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str, settings: Settings) -> str:
+    """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
+    if chosen.device is None or chosen.device.type not in ACCELERATORS:
+        return ""
+    after = vs[vs.index(chosen) + 1:]
+    lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
+            and v.device.type in ACCELERATORS and v.name != "system"]
+    if not lost:
+        return ""
+    owner = catalog.extra.get("owner") or catalog.name
+    order = "Lemonade's order" if settings.policy == "lemonade" and owner == "Lemonade" else f"{owner}'s order"
+    names = " and ".join(lost) if len(lost) < 3 else ", ".join(lost[:-1]) + " and " + lost[-1]
+    flags = " or ".join(f"--backend {n}" for n in lost)
+    return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"
+
+
+def _override_notes(m: Machine, v: Verdict) -> list[str]:
+    """A process-wide HSA_OVERRIDE_GFX_VERSION that ROCm refuses for some GPUs: how to say it per node."""
+    env = m.profile.device_env
+    value = env.get("HSA_OVERRIDE_GFX_VERSION")
+    every = m.profile.amd_gpus
+    refused = [g for g in every if g.gfx_override == "HSA_OVERRIDE_GFX_VERSION" and g.gfx_override_refused]
+    if value is None or not refused:
+        return []
+    fits = [d.gpu for d in v.devices if d.gpu is not None and d.gpu.gfx_override == "HSA_OVERRIDE_GFX_VERSION"
+            and d.gpu.gfx_effective != d.gpu.gfx]
+    names = ", ".join(f"{g.name} ({g.gfx})" for g in refused)
+    out = f"HSA_OVERRIDE_GFX_VERSION={value} applies to every AMD GPU of the process; ROCm refuses it for {names}"
+    per_node = [f"HSA_OVERRIDE_GFX_VERSION_{g.kfd_node}={value}" for g in fits if g.kfd_node is not None]
+    if per_node:
+        out += (f": to override only {', '.join(g.name for g in fits)}, set {' '.join(per_node)} instead "
+                f"(ROCr reads HSA_OVERRIDE_GFX_VERSION_<KFD node>)")
+    return [out]
 
 
 # Runtime facts: the variable each compute runtime reads to choose its GPUs.  HIP takes indices among
@@ -779,11 +900,9 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     when every visible device of the type is among them.  Vulkan's device order is not known before
     the build runs, so it gets a note instead of a guess."""
     dev = v.device
-    if dev is None or dev.type not in VISIBLE_ENV:
-        return {}, "", []
-    visible = m.by_type[dev.type]
-    if v.access == "graphics":  # Vulkan enumerates the GPUs of every vendor
-        gpus = {t: len(m.by_type[t]) for t in ("amd_gpu", "nvidia_gpu", "intel_gpu") if m.by_type[t]}
+    if dev is not None and dev.type in GPU_TYPES and v.access == "graphics":
+        # Vulkan enumerates the GPUs of every vendor that have a Vulkan driver
+        gpus = {t: n for t in GPU_TYPES if (n := sum(1 for g in m.graphics[t] if not _access_reason(g, v.name, "graphics")))}
         total = sum(gpus.values())
         if total < 2:
             return {}, "", []
@@ -791,6 +910,9 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
             f"{total} GPUs ({', '.join(f'{n} {TYPE_WORDS[t]}' for t, n in gpus.items())})"
         return {}, (f"{what} are visible; Vulkan numbers devices in its own order, "
                     f"so pin one with GGML_VK_VISIBLE_DEVICES after `pick-backend verify` lists them"), []
+    if dev is None or dev.type not in VISIBLE_ENV:
+        return {}, "", []
+    visible = m.by_type[dev.type]
     # the devices the compute runtime enumerates: those it can open
     visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
                and getattr(g, "driver_loaded", True)]
@@ -800,7 +922,10 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
         group = [d for d in v.devices if d.token == dev.token]
     else:
         group = list(v.devices)
-    if len(group) == len(visible):
+    # a shell CUDA_VISIBLE_DEVICES is read in CUDA's order, which may be a guess: pin by UUID anyway
+    pin_anyway = dev.type == "nvidia_gpu" and "CUDA_VISIBLE_DEVICES" in m.profile.device_env and \
+        len(m.profile.nvidia_gpus) > 1
+    if len(group) == len(visible) and not pin_anyway:
         return {}, "", []
     group.sort(key=lambda d: d.index if d.index is not None else 0)
     if dev.type == "nvidia_gpu" and all(d.uuid for d in group):

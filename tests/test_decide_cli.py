@@ -109,11 +109,17 @@ def test_7900xtx_is_chosen_over_the_igpu_and_visibility_hides_it(cli, tmp_path):
     # ROCR_VISIBLE_DEVICES selects first; HIP indexes what is left
     both = _with_env(tmp_path / "b", RX7900, {"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"})
     assert cli("--root", both, "check", "llamacpp", "rocm", "--json").json()["device"]["family"] == "gfx1036"
-    none = _with_env(tmp_path / "n", RX7900, {"HIP_VISIBLE_DEVICES": ""})
+    none = _with_env(tmp_path / "n", RX7900, {"HIP_VISIBLE_DEVICES": "garbage"})
     r = cli("--root", none, "check", "llamacpp", "rocm", "--json")
     assert r.rc == 3 and "No visible AMD GPU" in r.json()["reason"]
+    # HIP_VISIBLE_DEVICES is HIP's alone: RADV ignores it, so Vulkan still runs on the discrete GPU
     r = cli("--root", hidden, "check", "llamacpp", "vulkan", "--json")
-    assert r.rc == 0 and r.json()["device"]["family"] == "gfx1036" and r.json()["device"]["type"] == "amd_gpu"
+    assert r.rc == 0 and r.json()["device"]["family"] == "gfx1100" and r.json()["device"]["type"] == "amd_gpu"
+    r = cli("--root", none, "check", "llamacpp", "vulkan", "--json")
+    assert r.rc == 0 and r.json()["device"]["family"] == "gfx1100"
+    # an empty value is unset for ROCr and HIP (their flags default to ""): every GPU stays visible
+    empty = _with_env(tmp_path / "e", RX7900, {"HIP_VISIBLE_DEVICES": ""})
+    assert cli("--root", empty, "check", "llamacpp", "rocm", "--json").json()["device"]["family"] == "gfx1100"
 
 
 def _with_env(tmp_path, root, env):
@@ -134,10 +140,14 @@ def test_override_is_judged_and_reported(cli, tmp_path):
     rocm = doc["recipes"]["llamacpp"]["backends"][4]
     assert rocm["name"] == "rocm" and rocm["supported"] and rocm["device"]["family"] == "gfx1030"
     assert any("HSA_OVERRIDE_GFX_VERSION" in n for n in rocm["notes"])
-    # an override to a target rocm does not build for makes it unsupported and says so
+    # an override across a major version (gfx1031 as gfx906) is refused by ROCm: unsupported, and said
     odd = _with_env(tmp_path, OVERRIDE, {"HSA_OVERRIDE_GFX_VERSION": "9.0.6"})
     r = cli("--root", odd, "check", "llamacpp", "rocm")
-    assert r.rc == 3 and "gfx906" in r.err and "HSA_OVERRIDE_GFX_VERSION" in r.err
+    assert r.rc == 3 and "HSA_OVERRIDE_GFX_VERSION=9.0.6" in r.err and "as gfx906, across a major version" in r.err
+    # within the major version, a target the row lacks is judged as such
+    odd = _with_env(tmp_path / "b", OVERRIDE, {"HSA_OVERRIDE_GFX_VERSION": "10.1.0"})
+    r = cli("--root", odd, "check", "llamacpp", "rocm")
+    assert r.rc == 3 and "gfx1010" in r.err and "HSA_OVERRIDE_GFX_VERSION makes gfx1031 run as gfx1010" in r.err
 
 
 def test_gtx1080_cuda_names_sm61_and_trellis_picks_cuda12(cli):

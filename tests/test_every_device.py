@@ -45,7 +45,7 @@ def _partial(amd_gpus, nvidia_gpus, container, npus, executables):
                    "container": container},
             "cpu": {"arch": "x86_64", "brand": "AMD Ryzen 9 7950X", "cores": 32},
             "amd_gpus": list(amd_gpus), "nvidia_gpus": list(nvidia_gpus), "npus": list(npus),
-            "metal": {"available": False}, "vulkan": {"loader": True, "gpu_drivers": ["radeon"]},
+            "metal": {"available": False}, "vulkan": {"loader": True, "gpu_drivers": ["radeon_icd", "nvidia_icd"]},
             "executables": executables or {}, "warnings": []}
 
 
@@ -209,14 +209,21 @@ def test_cuda_needs_a_loaded_driver_even_without_a_family_list(run):
     assert cuda["supported"] is False and "driver is not loaded" in cuda["reason"]
 
 
-def test_vulkan_on_an_nvidia_machine_does_not_blame_a_missing_amd_gpu(run):
-    # llamacpp's vulkan row lists amd_gpu and cpu only; on an NVIDIA machine say that precisely
+def test_vulkan_on_an_nvidia_machine_runs_on_the_nvidia_gpu_and_says_the_row_does_not_list_it(run):
+    # llamacpp's vulkan row lists amd_gpu and cpu only; NVIDIA's Vulkan driver runs it on the GPU
     prof = profile(nvidia_gpus=[nv(0, "sm_70", "NVIDIA TITAN V", 12)])
     r, doc = run(prof, "llamacpp", "--backend", "vulkan")
     v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
-    text = "; ".join(v["notes"]) + v["reason"]
-    assert "No AMD GPU found" not in text
-    assert "NVIDIA TITAN V" in text
+    assert v["device"]["type"] == "nvidia_gpu" and v["device"]["name"] == "NVIDIA TITAN V"
+    assert "Lemonade's matrix lists this build for AMD GPUs and CPUs; it runs on this NVIDIA GPU" in "; ".join(v["notes"])
+    assert "No AMD GPU found" not in json.dumps(v)
+    # without NVIDIA's Vulkan ICD the GPU is no Vulkan device: the CPU, and the reason names the GPU
+    prof["vulkan"]["gpu_drivers"] = []
+    prof["nvidia_gpus"][0]["vulkan_driver"] = None
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["type"] == "cpu"
+    assert "NVIDIA TITAN V: no Vulkan driver for it is installed" in "; ".join(v["notes"])
 
 
 def test_lemonade_policy_prefers_a_system_llama_server(run):

@@ -105,7 +105,7 @@ def test_cpu_only_vm_strata_lists_every_variants_reason():
     assert rec["backend"] is None and all(v["reason"] for v in rec["backends"])
 
 
-def test_strix_halo_strata_rocm_audio_and_nemo_cpu_with_note():
+def test_strix_halo_strata_rocm_audio_cpu_and_nemo_vulkan_on_the_gpu():
     r = run_cli("--root", machine(STRIX_HALO), "--catalog", "localai", "strata", "audio-cpp", "nemo-speech-cpp", "--json")
     assert r.rc == 0
     recs = r.json()["recipes"]
@@ -114,10 +114,13 @@ def test_strix_halo_strata_rocm_audio_and_nemo_cpu_with_note():
     audio = recs["audio-cpp"]  # no rocm-audio-cpp in backend/index.yaml @82c191af: the engines page is ahead of it
     assert audio["backend"] == "cpu"
     assert any("no ROCm image" in n for n in verdict(audio, "cpu")["notes"])
+    # the vulkan image's row lists NVIDIA GPUs only, but a Vulkan build runs on any GPU with a Vulkan
+    # driver: RADV runs it on the Radeon 8060S, and the verdict says the row does not list it
     nemo = recs["nemo-speech-cpp"]
-    assert nemo["backend"] == "cpu"
-    assert any("no HIP" in n for n in verdict(nemo, "cpu")["notes"])
-    assert nemo["env"] == {"LOCALAI_FORCE_META_BACKEND_CAPABILITY": "default"}
+    assert nemo["backend"] == "vulkan" and nemo["device"]["type"] == "amd_gpu"
+    assert any("LocalAI's matrix lists this build for NVIDIA GPUs; it runs on this AMD GPU through its Vulkan "
+               "driver (radeon_icd)" in n for n in verdict(nemo, "vulkan")["notes"])
+    assert nemo["env"] == {"LOCALAI_FORCE_META_BACKEND_CAPABILITY": "vulkan"}
 
 
 def test_dgx_spark_strata_needs_glibc_2_39():

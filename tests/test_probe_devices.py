@@ -376,19 +376,35 @@ def test_table_generator_merges_its_sources():
 
 
 def test_titan_v_and_rtx_5880_keep_uuids_and_cuda_order(tmp_path):
+    # NVML (and the profile) list the GPUs in PCI order: TITAN V at 21:00.0, RTX 5880 at 41:00.0.  CUDA
+    # counts fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: our guess puts the sm_89 card first
     p = profile_of("linux-ubuntu22.04-titanv-rtx5880ada")
-    assert [(g.sm, g.cuda_index) for g in p.nvidia_gpus] == [("sm_70", 0), ("sm_89", 1)]
+    assert p.cuda_order == "fastest"
+    assert [(g.sm, g.cuda_index) for g in p.nvidia_gpus] == [("sm_70", 1), ("sm_89", 0)]
     uuids = [g.uuid for g in p.nvidia_gpus]
     assert all(u.startswith("GPU-") for u in uuids)
     root = _copy("linux-ubuntu22.04-titanv-rtx5880ada", tmp_path)
-    for spec, visible, order in (("1,0", [True, True], [1, 0]),
-                                 (uuids[1][:12], [False, True], [None, 0]),
-                                 ("1,bogus,0", [False, True], [None, 0]),
-                                 ("", [False, False], [None, None])):
-        _edit(root, lambda d: d.update(env={"CUDA_VISIBLE_DEVICES": spec}))
-        gpus = _probe(root).nvidia_gpus
-        assert [g.visible for g in gpus] == visible, spec
-        assert [g.cuda_index for g in gpus] == order, spec
+    for order_env, spec, visible, order in (
+            ("PCI_BUS_ID", "1,0", [True, True], [1, 0]),
+            ("PCI_BUS_ID", "1", [False, True], [None, 0]),
+            ("FASTEST_FIRST", "1", [True, False], [0, None]),  # CUDA device 1 is the slower TITAN V
+            (None, "1", [True, False], [0, None]),
+            (None, "0,1", [True, True], [1, 0]),
+            (None, uuids[1][:12], [False, True], [None, 0]),
+            ("PCI_BUS_ID", "1,bogus,0", [False, True], [None, 0]),
+            (None, "", [False, False], [None, None])):  # CUDA: empty means no device
+        env = {"CUDA_VISIBLE_DEVICES": spec, **({"CUDA_DEVICE_ORDER": order_env} if order_env else {})}
+        _edit(root, lambda d: d.update(env=env))
+        prof = _probe(root)
+        gpus = prof.nvidia_gpus
+        assert [g.visible for g in gpus] == visible, (order_env, spec)
+        assert [g.cuda_index for g in gpus] == order, (order_env, spec)
+        guessed = [w.message for w in prof.warnings if "fastest-first" in w.message]
+        numeric = spec and spec[0].isdigit()
+        assert bool(guessed) == bool(numeric and order_env != "PCI_BUS_ID"), (order_env, spec, guessed)
+        if guessed:
+            assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in guessed[0] and "guess" in guessed[0]
+        assert prof.device_env.get("CUDA_DEVICE_ORDER") == order_env
 
 
 def test_a_gpu_nvml_does_not_list_is_reported_not_dropped():

@@ -288,7 +288,11 @@ def visible(p):
     ({"ROCR_VISIBLE_DEVICES": "1,2", "HIP_VISIBLE_DEVICES": "1"}, ["gfx1030"]),  # HIP indexes what ROCR left
     ({"HIP_VISIBLE_DEVICES": "2"}, ["gfx1030"]),
     ({"HIP_VISIBLE_DEVICES": "0,5,1"}, ["gfx942"]),  # 5 is out of range: the list ends there
-    ({"HIP_VISIBLE_DEVICES": ""}, []),
+    ({"HIP_VISIBLE_DEVICES": ""}, ["gfx942", "gfx1100", "gfx1030"]),  # empty is unset for HIP (flag default "")
+    ({"ROCR_VISIBLE_DEVICES": " "}, ["gfx942", "gfx1100", "gfx1030"]),
+    ({"HIP_VISIBLE_DEVICES": "garbage"}, []),
+    ({"CUDA_VISIBLE_DEVICES": "1"}, ["gfx1100"]),  # HIP reads CUDA's variable when its own is unset
+    ({"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "2"}, ["gfx1030"]),  # ... and HIP's first
 ])
 def test_visible_devices(tmp_path, env, want):
     p = three_gpus(tmp_path, env)
@@ -309,12 +313,50 @@ def test_parse_override(value, want):
     assert parse_override(value) == want
 
 
-def test_override_applies_to_every_amd_gpu_and_is_warned(tmp_path):
-    p = three_gpus(tmp_path, {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
-    assert [g.gfx_effective for g in p.amd_gpus] == ["gfx1030"] * 3
+@pytest.mark.parametrize("env,problem", [
+    ({"HIP_VISIBLE_DEVICES": "0,5,1"}, "HIP_VISIBLE_DEVICES='0,5,1': index 5 is past the last device (there are 3); "
+                                       "the runtime keeps the 1 device before it"),
+    ({"HIP_VISIBLE_DEVICES": "garbage"}, "HIP_VISIBLE_DEVICES='garbage': entry 'garbage' is neither an index nor a "
+                                         "GPU UUID; the runtime keeps no device"),
+    ({"ROCR_VISIBLE_DEVICES": "GPU-ffff,0"}, "ROCR_VISIBLE_DEVICES='GPU-ffff,0': UUID GPU-ffff matches no GPU"),
+    ({"HIP_VISIBLE_DEVICES": "1,1"}, "index 1 is repeated"),
+    ({"HIP_VISIBLE_DEVICES": "-1"}, "entry -1 is negative"),
+    ({"HIP_VISIBLE_DEVICES": "0,,1"}, "an empty entry ends the list"),
+])
+def test_a_device_list_that_is_not_valid_is_warned_naming_the_variable_and_value(tmp_path, env, problem):
+    p = three_gpus(tmp_path, env)
+    assert any(problem in m for m in warnings(p, "amd_gpu")), warnings(p, "amd_gpu")
+
+
+def test_a_valid_device_list_is_not_warned(tmp_path):
+    p = three_gpus(tmp_path, {"HIP_VISIBLE_DEVICES": "2,0", "ROCR_VISIBLE_DEVICES": "0,1,2"})
+    assert not [m for m in warnings(p, "amd_gpu") if "VISIBLE_DEVICES" in m]
+
+
+def test_override_applies_within_its_major_version_and_is_refused_across_it(tmp_path):
+    p = three_gpus(tmp_path, {"HSA_OVERRIDE_GFX_VERSION": "11.0.2"})
+    # gfx1100 runs as gfx1102; gfx942 (9) and gfx1030 (10) would cross a major version: ROCm refuses
+    assert [g.gfx_effective for g in p.amd_gpus] == ["gfx942", "gfx1102", "gfx1030"]
+    assert [g.gfx_override_refused for g in p.amd_gpus] == [True, False, True]
     assert [g.gfx for g in p.amd_gpus] == ["gfx942", "gfx1100", "gfx1030"]
-    (w,) = [m for m in warnings(p, "amd_gpu") if "HSA_OVERRIDE_GFX_VERSION" in m]
-    assert "gfx1030" in w and "gfx1100" in w and "gfx942" in w
+    w = warnings(p, "amd_gpu")
+    assert sum("across a major version" in m for m in w) == 2
+    assert any("(gfx942) as gfx1102, across a major version" in m and "HSA_OVERRIDE_GFX_VERSION_<node>" not in m
+               and "HSA_OVERRIDE_GFX_VERSION_1 only" in m for m in w), w
+    assert any("HSA_OVERRIDE_GFX_VERSION=11.0.2: ROCm runs" in m and "(gfx1100) as gfx1102" in m for m in w)
+
+
+def test_a_per_node_override_wins_for_its_node_only(tmp_path):
+    # KFD node 1 is the gfx942, node 2 the gfx1100, node 3 the gfx1030 (ROCr: HSA_OVERRIDE_GFX_VERSION_<node>)
+    p = three_gpus(tmp_path, {"HSA_OVERRIDE_GFX_VERSION_1": "9.0.8", "HSA_OVERRIDE_GFX_VERSION": "11.0.1"})
+    assert [g.kfd_node for g in p.amd_gpus] == [1, 2, 3]
+    assert [g.gfx_effective for g in p.amd_gpus] == ["gfx908", "gfx1101", "gfx1030"]
+    assert [g.gfx_override for g in p.amd_gpus] == ["HSA_OVERRIDE_GFX_VERSION_1", "HSA_OVERRIDE_GFX_VERSION",
+                                                   "HSA_OVERRIDE_GFX_VERSION"]
+    assert [g.gfx_override_refused for g in p.amd_gpus] == [False, False, True]
+    assert p.device_env == {"HSA_OVERRIDE_GFX_VERSION": "11.0.1", "HSA_OVERRIDE_GFX_VERSION_1": "9.0.8"}
+    only = three_gpus(tmp_path / "b", {"HSA_OVERRIDE_GFX_VERSION_3": "10.3.1"})
+    assert [g.gfx_effective for g in only.amd_gpus] == ["gfx942", "gfx1100", "gfx1031"]
 
 
 def test_bad_override_is_ignored_with_a_warning(tmp_path):
@@ -682,3 +724,18 @@ def test_a_non_jetson_arm_board_has_no_nvidia_gpu(tmp_path):
     p = c.profile()
     assert p.nvidia_gpus == []
     assert p.board == "Rockchip RK3588"
+
+
+def test_a_kfd_gpu_without_a_render_node_names_what_is_missing_and_blames_no_group(tmp_path, cli):
+    # a gfx1152 (Krackan) KFD node whose drm_render_minor is absent and whose PCI function has no drm/:
+    # the render node does not exist, so no group membership can help
+    c = Capture(tmp_path / "m", env={})
+    c.kfd_node(1, **kfd_gpu(110502, 0x1114))
+    p = c.profile()
+    (w,) = [m for m in warnings(p, "amd_gpu") if "cannot use it" in m]
+    assert "(gfx1152) (gfx1152)" not in w and " at None" not in w and "access to )" not in w
+    assert "render group" not in w
+    assert "no render node" in w
+    r = cli("--root", c.root, "check", "llamacpp", "rocm", "--json")
+    assert r.rc == 3
+    assert "it has no render node (/dev/dri/renderD*)" in r.json()["reason"] and "None" not in r.json()["reason"]

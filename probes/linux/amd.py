@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from probes import tables
 from probes.profile import PCI, AmdGpu
-from probes.util import parse_hex, parse_int, parse_kv, visible_indices
+from probes import runtime_env
+from probes.util import parse_hex, parse_int, parse_kv, parse_override  # noqa: F401 (parse_override: tests)
 
 KFD = "/sys/class/kfd/kfd/topology/nodes"
 DRM = "/sys/class/drm"
@@ -26,6 +27,7 @@ KFD_DEV = "/dev/kfd"
 AMDGPU_IDS = ("/usr/share/libdrm/amdgpu.ids", "/opt/amdgpu/share/libdrm/amdgpu.ids")
 
 FIX_CONTAINER = "add --device /dev/kfd --device /dev/dri to the container"
+FIX_NO_RENDER = "the amdgpu driver created no render node for it: check dmesg for amdgpu errors"
 FIX_GROUP = "add this user to the render group"
 FIX_GROUP_CONTAINER = "add --group-add render to the container (the device nodes belong to the render group)"
 FIX_NO_KFD = ("the kernel has no KFD (ROCm) support: use a kernel with amdgpu's KFD "
@@ -126,22 +128,33 @@ def _access(host, profile, gpu: AmdGpu, compute_possible: bool, info: dict | Non
     if gpu.usable_compute:
         return
     container = profile.os.container
-    missing = [n for n, a in ((KFD_DEV, kfd if compute_possible else "rw"), (gpu.render_node, render))
-               if n and a is None]
+    node = gpu.render_node or "a render node (/dev/dri/renderD*)"
+    missing = [n for n, a in ((KFD_DEV, kfd if compute_possible else "rw"), (node, render)) if a is None]
     if not compute_possible and gpu.usable_graphics:
         gpu.access_fix = FIX_CONTAINER if container else FIX_NO_KFD
         return  # the probe warns once for every GPU: no KFD topology
     if missing:
-        gpu.access_fix = FIX_CONTAINER if container else (
-            FIX_NO_KFD if KFD_DEV in missing else "load the amdgpu driver for this GPU")
-        what = f"{' and '.join(missing)} missing"
+        if gpu.render_node is None and KFD_DEV not in missing:
+            gpu.access_fix = FIX_NO_RENDER  # the node does not exist at all: no group can help
+        else:
+            gpu.access_fix = FIX_CONTAINER if container else (
+                FIX_NO_KFD if KFD_DEV in missing else "load the amdgpu driver for this GPU")
+        what = f"{' and '.join(missing)} missing" if gpu.render_node or KFD_DEV in missing else \
+            "the amdgpu driver gives it no render node (/dev/dri/renderD*)"
     else:
         gpu.access_fix = FIX_GROUP_CONTAINER if container else FIX_GROUP
         blocked = [n for n, a in ((KFD_DEV, kfd), (gpu.render_node, render)) if a not in (None, "rw")]
         what = f"no read-write access to {' and '.join(blocked)}"
     uses = "ROCm" if gpu.usable_graphics else "ROCm and Vulkan"
-    profile.warn("amd_gpu", f"{gpu.name} ({gpu.gfx or 'gfx unknown'}) at {gpu.pci.bus_id or gpu.render_node}: "
-                            f"{uses} cannot use it here ({what}): {gpu.access_fix}")
+    profile.warn("amd_gpu", f"{describe(gpu)}: {uses} cannot use it here ({what}): {gpu.access_fix}")
+
+
+def describe(gpu: AmdGpu) -> str:
+    """"AMD Radeon 8060S (gfx1151) at 0000:c5:00.0": the gfx target once, and a place that exists."""
+    gfx = gpu.gfx or "gfx unknown"
+    name = gpu.name if gfx in gpu.name else f"{gpu.name} ({gfx})"
+    where = gpu.pci.bus_id or gpu.render_node or (f"KFD node {gpu.kfd_node}" if gpu.kfd_node is not None else None)
+    return f"{name} at {where}" if where else name
 
 
 def _finish(host, profile, gpu: AmdGpu, facts: dict, row: dict | None, compute_possible: bool,
@@ -245,6 +258,7 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
             render_node=f"/dev/dri/renderD{minor}" if minor is not None and minor >= 0 else None,
             cwsr="cwsr_size" in props and "ctl_stack_size" in props,
             unique_id=_uuid_hex(props.get("unique_id")),
+            kfd_node=int(node) if node.isdecimal() else None,
         )
         gpu._facts, gpu._row = facts, row
         gpus.append(gpu)
@@ -311,19 +325,6 @@ def _is_device_entry(name: str) -> bool:
     return False
 
 
-def parse_override(value: str) -> str | None:
-    """HSA_OVERRIDE_GFX_VERSION "10.3.0" or "gfx1030" -> "gfx1030"."""
-    v = value.strip().lower()
-    if v.startswith("gfx") and len(v) > 3 and v[3:].isalnum():
-        return v
-    parts = v.split(".")
-    if len(parts) == 3 and all(p.isdecimal() for p in parts):
-        major, minor, step = (int(p) for p in parts)
-        if minor < 16 and step < 16:
-            return "gfx%d%x%x" % (major, minor, step)
-    return None
-
-
 def probe(host, profile) -> None:
     gpus = _from_kfd(host, profile)
     kfd = gpus is not None
@@ -346,18 +347,7 @@ def probe(host, profile) -> None:
             _finish(host, profile, gpu, gpu._facts, gpu._row, kfd, answers)
 
     # visibility: ROCR_VISIBLE_DEVICES selects first, HIP_VISIBLE_DEVICES indexes what is left
-    order = list(range(len(gpus)))
-    uuids = [g.unique_id for g in gpus]
-    rocr = order
-    for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
-        chosen = visible_indices(host.env.get(var), len(order), [uuids[i] for i in order])
-        if chosen is not None:
-            order = [order[i] for i in sorted(chosen)]
-        if var == "ROCR_VISIBLE_DEVICES":
-            rocr = order
-    for i, gpu in enumerate(gpus):
-        if i not in order:
-            gpu.visible = False
+    rocr = runtime_env.rocm_visibility(host, profile, gpus)
     # hip_index: the index HIP_VISIBLE_DEVICES selects the GPU by (what a pick's run_env sets, replacing
     # any HIP_VISIBLE_DEVICES of this shell): its place among the GPUs ROCm can open that
     # ROCR_VISIBLE_DEVICES leaves, in KFD order
@@ -365,21 +355,7 @@ def probe(host, profile) -> None:
     for n, i in enumerate(hip):
         if gpus[i].visible:
             gpus[i].hip_index = n
-
-    override = host.env.get("HSA_OVERRIDE_GFX_VERSION")
-    if override is not None and gpus:
-        gfx = parse_override(override)
-        if gfx is None:
-            profile.warn("amd_gpu", f"HSA_OVERRIDE_GFX_VERSION={override!r} is not a gfx version; ignored")
-        else:
-            for gpu in gpus:
-                if gpu.gfx is not None:
-                    gpu.gfx_effective = gfx
-            profile.warn(
-                "amd_gpu",
-                f"HSA_OVERRIDE_GFX_VERSION={override}: ROCm runs every AMD GPU as {gfx} "
-                f"(hardware: {', '.join(sorted({g.gfx for g in gpus if g.gfx}))})",
-            )
+    runtime_env.rocm_overrides(host, profile, gpus)
     profile.amd_gpus = gpus
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from probes import tables
 from probes.linux import pci
 from probes.profile import PCI, NvidiaGpu
-from probes.util import meminfo_total, visible_order
+from probes.util import meminfo_total
 
 # What an NVML error class means, in words a user acts on.
 NVML_ERRORS = {
@@ -103,19 +103,12 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
     return gpus, uuids
 
 
-def apply_cuda_visible(host, gpus: list[NvidiaGpu], uuids: list[str | None]) -> None:
-    """``visible`` and ``cuda_index`` after CUDA_VISIBLE_DEVICES (indices or UUIDs, in the order
-    given: ``1,0`` makes GPU 1 CUDA device 0).  CUDA numbers only GPUs its driver can use."""
-    order = visible_order(host.env.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids)
-    if order is not None:
-        for i, g in enumerate(gpus):
-            g.visible = i in order
-    n = 0
-    for i in (order if order is not None else range(len(gpus))):
-        g = gpus[i]
-        if g.usable and g.driver_loaded:
-            g.cuda_index = n
-            n += 1
+def apply_cuda_visible(host, gpus: list[NvidiaGpu], uuids: list[str | None], profile) -> None:
+    """``visible`` and ``cuda_index`` after CUDA_VISIBLE_DEVICES, in CUDA's own order
+    (probes/runtime_env.py)."""
+    from probes import runtime_env
+
+    runtime_env.cuda_visibility(host, profile, gpus, uuids)
 
 
 FIX_CONTAINER = "start the container with --gpus all (NVIDIA Container Toolkit)"
@@ -276,5 +269,5 @@ def probe(host, profile) -> None:
             profile.board = board["board"]
         elif not cards:
             profile.warn("nvidia", f"{words[0].upper()}{words[1:]}")
-    apply_cuda_visible(host, gpus, uuids)
+    apply_cuda_visible(host, gpus, uuids, profile)
     profile.nvidia_gpus = gpus

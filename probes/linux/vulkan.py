@@ -3,6 +3,8 @@ lavapipe (lvp_icd) renders on the CPU and does not count as a GPU driver."""
 
 from __future__ import annotations
 
+from probes import runtime_env
+
 CPU_ICDS = ("lvp_icd", "swiftshader_icd")
 
 
@@ -35,12 +37,15 @@ def probe(host, profile) -> None:
     else:
         for d in _search_dirs(host.env):
             names += host.listdir(d)
-    drivers = []
+    drivers, cpu = [], set()
     for n in names:
         if not n.endswith(".json"):
             continue
         stem = n[:-5].split(".")[0]
+        if stem in CPU_ICDS:
+            cpu.add(stem)
         if stem in CPU_ICDS or stem in drivers:
             continue
         drivers.append(stem)
     profile.vulkan.gpu_drivers = drivers
+    runtime_env.vulkan_devices(host, profile, len(cpu))
