@@ -56,6 +56,8 @@ def rocm_visibility(host, profile, gpus: list, probe: str = "amd_gpu", rocr: boo
     the GPUs ROCr leaves, in KFD order (HIP numbers those)."""
     env = host.env
     order = list(range(len(gpus)))
+    if not gpus:
+        return order
     steps = [("ROCR_VISIBLE_DEVICES", True)] if rocr else []
     hip_var = "HIP_VISIBLE_DEVICES" if _rocm_value(env, "HIP_VISIBLE_DEVICES") is not None else "CUDA_VISIBLE_DEVICES"
     steps.append((hip_var, False))
@@ -110,10 +112,10 @@ def rocm_overrides(host, profile, gpus: list) -> None:
         if major(gfx) != major(gpu.gfx):
             gpu.gfx_override_refused = True
             gpu.gfx_effective = gpu.gfx
-            node = f"_{gpu.kfd_node}" if gpu.kfd_node is not None else "_<node>"
+            node = f" (this GPU is KFD node {gpu.kfd_node})" if gpu.kfd_node is not None else ""
             profile.warn("amd_gpu", f"{var}={value} would run {gpu.name} ({gpu.gfx}) as {gfx}, across a major "
                                     f"version: ROCm refuses that (ROCm/rocm-systems#5686), so ROCm builds are not "
-                                    f"chosen for this GPU; set {OVERRIDE}{node} only for the GPUs it fits")
+                                    f"chosen for this GPU; set {OVERRIDE}_<node> for the GPUs it fits instead{node}")
             continue
         gpu.gfx_effective = gfx
     applied = [g for g in gpus if g.gfx_override and not g.gfx_override_refused and g.gfx_effective != g.gfx]

@@ -916,15 +916,16 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     # the devices the compute runtime enumerates: those it can open
     visible = [g for g in visible if getattr(g, "usable_compute", True) and getattr(g, "usable", True)
                and getattr(g, "driver_loaded", True)]
-    if len(visible) < 2:
+    # a shell CUDA_VISIBLE_DEVICES is read in CUDA's order, which may be a guess: pin by UUID anyway,
+    # so the engine gets the GPU judged here whatever the order
+    pin_anyway = dev.type == "nvidia_gpu" and "CUDA_VISIBLE_DEVICES" in m.profile.device_env and \
+        len(m.profile.nvidia_gpus) > 1
+    if len(visible) < 2 and not pin_anyway:
         return {}, "", []
     if dev.type == "amd_gpu":
         group = [d for d in v.devices if d.token == dev.token]
     else:
         group = list(v.devices)
-    # a shell CUDA_VISIBLE_DEVICES is read in CUDA's order, which may be a guess: pin by UUID anyway
-    pin_anyway = dev.type == "nvidia_gpu" and "CUDA_VISIBLE_DEVICES" in m.profile.device_env and \
-        len(m.profile.nvidia_gpus) > 1
     if len(group) == len(visible) and not pin_anyway:
         return {}, "", []
     group.sort(key=lambda d: d.index if d.index is not None else 0)

@@ -11,7 +11,8 @@ Verdicts and their exit codes:
 
 =================  ====  =====================================================================
 ``verified``          0  the build lists the picked device (or, with a ``starts`` parser, starts)
-``other_device``      3  it runs, but lists another device: only the iGPU, only llvmpipe, ...
+``other_device``      3  it runs, but lists another device: only the iGPU, only llvmpipe, a GPU
+                         where the pick said the CPU, ...
 ``no_gpu``            3  it runs and lists no GPU at all (with likely causes from the probe)
 ``unknown``           3  it exits 0 but prints no device list that can be read
 ``not_installed``     3  there is no build to run
@@ -271,9 +272,10 @@ def judge(step: dict, expected: dict | None, status: int | None, output: str, *,
     soft = [d for d in mine if d["kind"] == "software"]
     want_gpu = expected is None or expected.get("type") != "cpu"
     if not want_gpu:
-        if gpus:
-            return done(VERIFIED, "the build starts; it also lists GPUs, the pick runs on the CPU",
-                        [d["line"] for d in gpus])
+        if gpus:  # the build will offload to them: the pick said the CPU, so the two disagree
+            return done(OTHER, "the pick runs on the CPU, but the build lists GPUs and will use them: the probe "
+                               "found no driver of this backend for them", [d["line"] for d in gpus],
+                        fixes.get("unseen_gpu"))
         return done(VERIFIED, "the build starts and lists no GPU, as picked (CPU)", tail_lines(output, 2))
     if not gpus and soft:
         return done(OTHER, "the build sees only a software renderer, not the GPU", [d["line"] for d in soft],

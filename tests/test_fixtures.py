@@ -62,3 +62,42 @@ def test_pick_table(catalog_name, name, recipe, backend):
     got = d.backend if d.ok else None
     assert got == backend, f"{name} {recipe}: picked {got} ({d.reason}); verdicts: " + "; ".join(
         f"{v.name}={'ok' if v.supported else v.reason}" for v in d.backends)
+
+
+def _where_cases():
+    cases = []
+    for name in machine_names():
+        for key, want in sorted(expected(name).get("where", {}).get("lemonade", {}).items()):
+            cases.append((name, key, want))
+    return cases
+
+
+@pytest.mark.parametrize("name,key,want", _where_cases())
+def test_the_pick_says_where_the_build_runs(cli, name, key, want):
+    """expected.json "where": the backend, the device and the run_env the CLI gives (worked out by hand
+    from the runtimes' rules), for a recipe or a recipe with --backend pinned."""
+    from conftest import machine
+
+    recipe, _, backend = key.partition("/")
+    r = cli("--root", machine(name), recipe, *(["--backend", backend] if backend else []), "--json")
+    rec = r.json()["recipes"][recipe]
+    assert rec["backend"] == want["backend"], rec["reason"]
+    chosen = next(b for b in rec["backends"] if b["name"] == want["backend"])
+    assert chosen["supported"] == want.get("supported", True), chosen["reason"]
+    if "reason" in want:
+        assert want["reason"] in chosen["reason"]
+    for k, v in want.get("device", {}).items():
+        assert rec["device"][k] == v, (k, rec["device"])
+    if "run_env" in want:
+        assert rec["run_env"] == want["run_env"]
+    if "note" in want:
+        assert any(want["note"] in n for n in rec["notes"]), rec["notes"]
+
+
+@pytest.mark.parametrize("name", [n for n in machine_names() if "warnings" in expected(n) or "no_warnings" in expected(n)])
+def test_the_probe_warns_what_expected_json_says(name):
+    messages = [w.message for w in profile_of(name).warnings]
+    for text in expected(name).get("warnings", []):
+        assert any(text in m for m in messages), (text, messages)
+    for text in expected(name).get("no_warnings", []):
+        assert not any(text in m for m in messages), (text, messages)

@@ -156,15 +156,34 @@ def test_vulkan_on_amd_radv_verified(tmp_path):
     assert human.rc == 0 and "llamacpp vulkan: verified" in human.out and "Vulkan0" in human.out
 
 
-def test_vulkan_on_nvidia_runs_and_lists_the_gpu_the_catalog_does_not_count(tmp_path):
-    # Lemonade's Vulkan row covers AMD GPUs and CPUs: on an NVIDIA machine its pick device is the
-    # CPU.  The build starts and says what it would offload to.
+def test_vulkan_on_nvidia_is_picked_on_the_gpu_and_verify_agrees(tmp_path):
+    # Lemonade's Vulkan row lists AMD GPUs and CPUs, but NVIDIA's Vulkan driver runs the build on the
+    # GPU: the pick names the RTX 2060 of the report, and the build's listing shows it as Vulkan0
+    prof = report_profile(tmp_path, RTX4090, nvidia=[("NVIDIA GeForce RTX 2060", 6144, "sm_75")])
     fake_build(tmp_path, "vulkan", script(R.VK_2060_OUT, R.VK_2060_ERR))
-    r = verify(RTX4090, tmp_path, "--backend", "vulkan", "--json")
+    r = verify(None, tmp_path, "--backend", "vulkan", "--json", profile=prof)
     assert r.rc == 0, r.err
     rep = r.json()
-    assert rep["verdict"] == "verified" and rep["expected"]["type"] == "cpu"
-    assert "lists GPUs" in rep["message"]
+    assert rep["verdict"] == "verified" and rep["expected"]["type"] == "nvidia_gpu"
+    assert rep["matched"] == "Vulkan0"
+    # the same listing on the RTX 4090 machine is another device: the pick and verify never disagree silently
+    r = verify(RTX4090, tmp_path, "--backend", "vulkan", "--json")
+    assert r.rc == 3 and r.json()["verdict"] == "other_device"
+
+
+def test_a_cpu_pick_whose_build_lists_a_gpu_is_a_disagreement_not_verified(tmp_path):
+    # the probe saw no Vulkan driver for the GPU (no ICD in the profile), the build lists it anyway:
+    # it will offload there, so verify says the pick was wrong instead of "verified"
+    def no_icd(p):
+        p["vulkan"]["gpu_drivers"] = []
+        for g in p["nvidia_gpus"] + p["intel_gpus"]:
+            g["vulkan_driver"] = None
+    prof = report_profile(tmp_path, RTX4090, nvidia=[("NVIDIA GeForce RTX 2060", 6144, "sm_75")], patch=no_icd)
+    fake_build(tmp_path, "vulkan", script(R.VK_2060_OUT, R.VK_2060_ERR))
+    r = verify(None, tmp_path, "--backend", "vulkan", "--json", profile=prof)
+    rep = r.json()
+    assert r.rc == 3 and rep["verdict"] == "other_device" and rep["expected"]["type"] == "cpu"
+    assert "the build lists GPUs and will use them" in rep["message"]
     assert rep["evidence"] == ["Vulkan0: NVIDIA GeForce RTX 2060 (6144 MiB, 5136 MiB free)"]
 
 
