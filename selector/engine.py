@@ -519,7 +519,7 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
                  channel: str, access: str):
     """(satisfying devices best first, devices passed over with why, reasons in words, notes)"""
     if dtype == "cpu":
-        if _matches_family(m.arch, fams):
+        if _matches_family(m.arch, fams) or requires.emulation_note(m, fams):
             return [m.cpu_device()], [], [], []
         return [], [], [f"Requires a {' or '.join(fams)} CPU (found {m.arch})"], []
     if dtype == "metal":
@@ -580,8 +580,23 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
                  channel: str) -> RowResult:
     if m.os not in row.os:
         return RowResult([], _os_reason(row.os), [])
+    emulated = None
     if row.requires.get("arch") and m.arch not in row.requires["arch"]:  # a platform fact, like the OS
-        return RowResult([], requires.arch_reason(m.arch, row.requires["arch"]), [])
+        emulated = requires.emulation_note(m, row.requires["arch"])
+        if emulated is None:
+            return RowResult([], requires.arch_reason(m.arch, row.requires["arch"]), [])
+    res = _evaluate_entries(m, catalog, recipe, row, settings, channel)
+    if res.devices and res.devices[0].type == "cpu" and emulated is None:
+        fams = dict(row.devices).get("cpu") or []
+        if m.arch not in fams:
+            emulated = requires.emulation_note(m, fams)
+    if emulated and res.devices and emulated not in res.notes:
+        res.notes.append(emulated)
+    return res
+
+
+def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
+                      channel: str) -> RowResult:
     access = row_access(catalog, row)
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     unlisted: list[str] = []

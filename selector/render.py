@@ -143,7 +143,9 @@ def _device_words(dev) -> str:
 
 
 def _short(dev) -> str:
-    return f"{dev.family} {dev.name}" if dev.family and dev.name else (dev.name or dev.family or dev.type)
+    if dev.family and dev.name and dev.family.lower() not in dev.name.lower():
+        return f"{dev.family} {dev.name}"  # "gfx1100 AMD Radeon RX 7900 XTX", not "intel Intel UHD Graphics"
+    return dev.name or dev.family or dev.type
 
 
 def _env_words(d) -> str:

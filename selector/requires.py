@@ -61,6 +61,27 @@ def _board_tokens(board: str | None) -> set[str]:
     return {t for t in re.split(r"[^a-z0-9]+", board.lower()) if t}
 
 
+_EMULATION = None
+
+
+def emulation_note(m, wanted) -> str | None:
+    """The note when this OS runs a build of one of the ``wanted`` architectures through its own
+    emulation (catalogs/emulation.json: Windows on Arm runs x86_64 builds), else None.  One rule for
+    every recipe and every row: the architecture gate and a CPU entry's families alike."""
+    global _EMULATION
+    if _EMULATION is None:
+        import os
+
+        from probes.host import read_json
+
+        path = os.path.join(os.path.dirname(__file__), "catalogs", "emulation.json")
+        _EMULATION = read_json(path, "emulation table not found")["rules"]
+    for rule in _EMULATION:
+        if rule["os"] == m.os and rule["host"] == m.arch and rule["runs"] in wanted:
+            return rule["note"]
+    return None
+
+
 def arch_reason(arch: str, wanted) -> str:
     return f"the image is built for {_words(list(wanted))} only (found {arch})"
 
@@ -183,7 +204,7 @@ def check(m, row, gpu=None) -> str:
     if exe and not m.executables.get(exe):
         return f"{exe} is not on PATH"
     arch = req.get("arch")
-    if arch and m.arch not in arch:
+    if arch and m.arch not in arch and emulation_note(m, arch) is None:
         return arch_reason(m.arch, arch)
     for key, (what, read) in _MINIMUMS.items():
         need = req.get(key)
