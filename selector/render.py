@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from selector.term import _NoTrailingSpaces, console, wrap_parts  # noqa: F401 (the renderer's console)
+
 PICK_SCHEMA_VERSION = 1
 
 
@@ -78,55 +80,6 @@ def own_choice_recipe(con, engine, x) -> None:
 
 # ------------------------------------------------------------------------------------------------
 # rich
-
-
-def console(stderr: bool = False):
-    """A rich console laid out for the terminal's width; in a pipe or file (no terminal, no
-    COLUMNS), lines are never wrapped or padded, so that grep and cut see one line per fact."""
-    import os
-
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    # COLUMNS/LINES that are not plain numbers ('¹' passes str.isdigit, then int() fails inside rich) are
-    # taken as unset
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES") or (v.isascii() and v.isdecimal() and int(v) > 0)}
-    width = None if tty or env.get("COLUMNS") else 100_000
-    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width,
-                   _environ=env)
-
-
-class _NoTrailingSpaces:
-    """rich pads wrapped lines and table cells with spaces up to the width: drop them at the end of
-    every line (before any closing style codes)."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def write(self, text):
-        import re
-
-        return self._inner.write(re.sub(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)", r"\1", text))
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-
-def wrap_parts(parts, width: int, sep: str = " · ") -> str:
-    """Join ``parts`` with ``sep``, breaking lines between parts (never inside one) to fit ``width``."""
-    lines, cur = [], ""
-    for p in parts:
-        if cur and len(cur) + len(sep) + len(p) > width:
-            lines.append(cur + sep.rstrip())
-            cur = p
-        else:
-            cur = f"{cur}{sep}{p}" if cur else p
-    return "\n".join(lines + [cur])
 
 
 def _device_words(dev) -> str:

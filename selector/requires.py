@@ -64,10 +64,7 @@ def _board_tokens(board: str | None) -> set[str]:
 _EMULATION = None
 
 
-def emulation_note(m, wanted) -> str | None:
-    """The note when this OS runs a build of one of the ``wanted`` architectures through its own
-    emulation (catalogs/emulation.json: Windows on Arm runs x86_64 builds), else None.  One rule for
-    every recipe and every row: the architecture gate and a CPU entry's families alike."""
+def _emulation() -> list:
     global _EMULATION
     if _EMULATION is None:
         import os
@@ -76,7 +73,19 @@ def emulation_note(m, wanted) -> str | None:
 
         path = os.path.join(os.path.dirname(__file__), "catalogs", "emulation.json")
         _EMULATION = read_json(path, "emulation table not found")["rules"]
-    for rule in _EMULATION:
+    return _EMULATION
+
+
+def emulated_arch(os_name: str, arch: str) -> str | None:
+    """The architecture this OS runs through emulation on ``arch`` (Windows on arm64: x86_64), or None."""
+    return next((r["runs"] for r in _emulation() if r["os"] == os_name and r["host"] == arch), None)
+
+
+def emulation_note(m, wanted) -> str | None:
+    """The note when this OS runs a build of one of the ``wanted`` architectures through its own
+    emulation (catalogs/emulation.json: Windows on Arm runs x86_64 builds), else None.  One rule for
+    every recipe and every row: the architecture gate and a CPU entry's families alike."""
+    for rule in _emulation():
         if rule["os"] == m.os and rule["host"] == m.arch and rule["runs"] in wanted:
             return rule["note"]
     return None

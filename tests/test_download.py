@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from probes.host import InputError
+from selector import term
 from selector.install import download, env_number
 from selector.install.download import ChecksumError, DownloadError, Limits
 from test_install import Server
@@ -415,7 +416,7 @@ def test_api_answer_over_the_cap_stops_reading(srv, monkeypatch):
 # ---- progress --------------------------------------------------------------------------------------
 
 def test_progress_without_a_terminal_prints_plain_lines(capsys):
-    with download.Progress(enabled=False) as p:
+    with term.Progress(enabled=False) as p:
         p.new("vulkan")
         p.start(100, 0)
         p.advance(50)
@@ -426,7 +427,7 @@ def test_progress_without_a_terminal_prints_plain_lines(capsys):
 
 def test_progress_bar_counts_the_bytes(screen):
     buf = screen
-    with download.Progress(enabled=True) as p:
+    with term.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(1000, 100)
         p.advance(400)
@@ -540,7 +541,7 @@ def test_the_speed_floor_is_an_average_over_its_window(srv, tmp_path, monkeypatc
 
 def test_the_bar_stays_after_the_download_and_messages_are_not_markup(screen):
     buf = screen
-    with download.Progress(enabled=True) as p:
+    with term.Progress(enabled=True) as p:
         p.new("llama-b1.tar.gz")
         p.start(10, 0)
         p.advance(10)

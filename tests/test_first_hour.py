@@ -279,7 +279,7 @@ def test_echoed_arguments_are_cut_short(cli):
 def test_each_command_shows_only_its_options_and_every_option_has_help():
     import click
 
-    from selector.cli import LAZY, main_group
+    from selector.cli.app import LAZY, main_group
 
     ctx = click.Context(main_group)
     shown = {}
@@ -306,7 +306,8 @@ def test_the_router_knows_every_option_that_takes_a_value():
     did not know would be taken for a recipe."""
     import click
 
-    from selector.cli import VALUE_OPTS, main_group
+    from selector.cli.app import main_group
+    from selector.cli.core import VALUE_OPTS
 
     ctx = click.Context(main_group)
     real = set()

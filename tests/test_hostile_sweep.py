@@ -158,7 +158,7 @@ def test_the_sweep_sees_a_crash():
     """The harness itself: a command that raises reaches the catch-all and fails the sweep's test."""
     import click
 
-    from selector import cli
+    from selector.cli import app as cli
 
     @cli.main_group.command("boom")
     def boom():

@@ -207,7 +207,7 @@ def test_write_removes_its_temp_file_when_the_rename_fails(tmp_path):
     assert os.listdir(tmp_path) == ["pick-backend"]
     assert os.listdir(target) == ["keep"]
 
-    from selector.cli_labels import write_atomic
+    from selector.cli.labels import write_atomic
 
     with pytest.raises(OSError):  # below the option check: the temp file is written, os.replace fails
         write_atomic(str(target), "a=b\n")

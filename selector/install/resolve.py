@@ -190,6 +190,11 @@ def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str,
     if not rules:
         raise NoRule(f"no install rule for {rname} {backend}" + (f" ({dirname})" if dirname != backend else ""))
     rule = next((r for r in rules if r["os"] == os_name and r["arch"] == arch), None)
+    if rule is None:  # the OS runs another arch's build through its own emulation (Windows on Arm: x64)
+        from selector.requires import emulated_arch
+
+        other = emulated_arch(os_name, arch)
+        rule = next((r for r in rules if r["os"] == os_name and r["arch"] == other), None) if other else None
     if rule is None:
         have = ", ".join(f"{r['os']}/{r['arch']}" for r in rules)
         raise NoRule(f"no install rule for {rname} {backend} on {os_name}/{arch} (published for: {have})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from selector.cli import EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
+from selector.cli.core import EXIT_USAGE, Fail, Opts, common, decide_all, did_you_mean
 
 GUIDE_SCHEMA_VERSION = 1
 

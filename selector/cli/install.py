@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from selector.cli import (EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
+from selector.cli.core import (EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
                           complete_recipe, decide_all, did_you_mean, options)
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
@@ -178,13 +178,14 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
             _print_plan(out)
         return
 
-    from selector.install.download import Limits, Progress
+    from selector.install.download import Limits
+    from selector.term import Progress
     from selector.install.installer import InstallError, VerifyFailed, install, match_files
 
     # --- install --verify (issue 16) ---
     verify_cb, reports = None, []
     if verify_flag:
-        from selector.cli_verify import install_callback, print_report
+        from selector.cli.verify import install_callback, print_report
 
         verify_cb = install_callback(o, name, backend, plan, cache, 30.0, keep_unverified, reports)
     # --- end install --verify ---
@@ -209,7 +210,7 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
     out["artifacts"] = results
     out["state"] = "installed"
     if verify_flag and not reports:  # nothing new was unpacked: check what is installed
-        from selector.cli_verify import verify_recipe
+        from selector.cli.verify import verify_recipe
 
         reports.append(verify_recipe(o, name, backend, 30.0))
     if verify_flag:
@@ -317,7 +318,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
     rts = runtimes(cache)
     worst = 0
     if verify_flag:  # issue 16: status --verify
-        from selector.cli_verify import verify_recipe
+        from selector.cli.verify import verify_recipe
 
         for r in rows:
             rep = verify_recipe(o, r["recipe"], r["backend"], 30.0, path=r["path"])

@@ -1,14 +1,10 @@
-"""The command line: parse -> probe -> decide -> render.  Thin on purpose.
-
-``pick-backend RECIPE...`` is short for ``pick-backend pick RECIPE...``.  Commands that live in
-their own modules (install, guide, labels, ...) are registered in LAZY and imported only when run,
-so that the everyday path starts fast.
-"""
+"""The CLI's core: exit codes, the error every command raises, names matched in any case, the
+shared options and the inputs they load (machine, catalog, settings, cache), and the one call that
+decides.  Every command module imports from here; nothing here imports a command."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
@@ -16,21 +12,6 @@ from probes.host import InputError
 
 EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 ECHO_MAX = 40  # an argument echoed in a message is cut to this many characters
-
-# command name -> "module:function", imported on first use
-LAZY: dict[str, str] = {
-    "probe": "selector.cli_commands:probe_cmd",
-    "capture": "selector.cli_commands:capture_cmd",
-    "check": "selector.cli_commands:check_cmd",
-    "matrix": "selector.cli_commands:matrix_cmd",
-    "recipes": "selector.cli_commands:recipes_cmd",
-    "guide": "selector.cli_guide:guide_cmd",
-    "labels": "selector.cli_labels:labels_cmd",
-    "install": "selector.cli_install:install_cmd",
-    "status": "selector.cli_install:status_cmd",
-    "uninstall": "selector.cli_install:uninstall_cmd",
-    "verify": "selector.cli_verify:verify_cmd",  # issue 16
-}
 
 
 class Fail(Exception):
@@ -84,58 +65,6 @@ VALUE_OPTS = frozenset({
 })
 
 
-def route(args: list[str], commands) -> list[str]:
-    """Put the command name first: options may come before it (`pick-backend --root DIR probe`), and
-    anything that is not a command is a pick (`pick-backend --all`, `pick-backend --json llamacpp`,
-    `pick-backend LlamaCpp`).  Only help and version stay with the group."""
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            break
-        if a.startswith("-") and a != "-":
-            i += 2 if a in VALUE_OPTS else 1
-            continue
-        cmd = a if a in commands else match_name(a, commands)
-        if cmd is not None:
-            return [cmd, *args[:i], *args[i + 1:]]
-        break
-    if not args or all(a in ("-h", "--help", "--version") for a in args):
-        return args
-    if "--version" in args[:i + 1]:  # `pick-backend --version --json`: the version, whatever else
-        return ["--version"]
-    return ["pick", *args]
-
-
-class Group(click.Group):
-    """Routes ``pick-backend llamacpp`` to ``pick``; loads LAZY commands on demand."""
-
-    def list_commands(self, ctx):
-        return sorted(set(super().list_commands(ctx)) | set(LAZY))
-
-    def get_command(self, ctx, name):
-        cmd = super().get_command(ctx, name)
-        if cmd is None and name in LAZY:
-            import importlib
-
-            module, attr = LAZY[name].split(":")
-            cmd = getattr(importlib.import_module(module), attr)
-            self.add_command(cmd, name)
-        return cmd
-
-    def parse_args(self, ctx, args):
-        return super().parse_args(ctx, route(list(args), set(self.commands) | set(LAZY)))
-
-    def shell_complete(self, ctx, incomplete):
-        from click.shell_completion import CompletionItem
-
-        items = super().shell_complete(ctx, incomplete)
-        if not incomplete.startswith("-"):
-            items += [CompletionItem(n) for n in _catalog_names("recipes", ctx) if n.startswith(incomplete)]
-        return items
-
-
-# ------------------------------------------------------------------------------------------------
 # shell completion (click's: `_PICK_BACKEND_COMPLETE=bash_source pick-backend`, see README)
 
 
@@ -171,7 +100,6 @@ def complete_catalog(ctx, param, incomplete):
     return [CompletionItem(n) for n in BUILTIN if n.startswith(incomplete)] + [CompletionItem(incomplete, type="file")]
 
 
-# ------------------------------------------------------------------------------------------------
 # options: each command takes the ones that apply to it
 
 OPTIONS = {
@@ -340,187 +268,3 @@ def decide_all(o: Opts, names, backend=None):
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, s, pins, machine=m) for n in names]
     return profile, cat, s, decisions, warnings
-
-
-# ------------------------------------------------------------------------------------------------
-
-
-def _version(ctx, param, value):
-    if not value or ctx.resilient_parsing:
-        return
-    from selector import __version__
-
-    click.echo(f"pick-backend {__version__}")
-    ctx.exit()
-
-
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
-              help="Show the version and exit.")
-def main_group():
-    """Pick the backend build of a local inference engine that runs on this machine.
-
-    \b
-    pick-backend llamacpp             the pick for llama.cpp, and why
-    pick-backend --all                the pick for every recipe
-    pick-backend probe                what this machine is
-    pick-backend check llamacpp rocm  exit 0 if supported here, 3 if not
-
-    Options go before or after the command name; `pick-backend COMMAND --help` lists a command's.
-    """
-
-
-@main_group.command("pick")
-@click.argument("recipes", nargs=-1, shell_complete=complete_recipe)
-@common
-@click.option("--all", "all_", is_flag=True, help="Every recipe of the catalog.")
-@click.option("--allow-missing", is_flag=True,
-              help="Exit 0 even when a recipe has no supported backend (an inventory, with --all).")
-@click.option("--backend", default=None, shell_complete=complete_backend,
-              help="Pin the backend (anything but 'auto' is chosen even if unsupported).")
-@click.option("--json", "as_json", is_flag=True, help="Print the Pick JSON.")
-@click.pass_context
-def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
-    """Pick the backend for RECIPE(s) and say why every other one was passed over.
-
-    Exit 0 when every recipe asked for (with --all: every recipe of the catalog) has a supported
-    backend, 3 when one has none (with --allow-missing: 0 anyway).
-    """
-    from selector import render
-
-    o = Opts(ctx, kwargs)
-    if o.profile_path:
-        from selector import profiles
-
-        if profiles.is_batch(o.profile_path):  # many profiles: one JSON line each
-            text = None
-            if not os.path.isdir(o.profile_path):
-                text = profiles.read_text(o.profile_path)
-                if not as_json and sum(1 for _ in profiles.documents(text, o.profile_path)) == 1:
-                    o._profile = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
-            if o._profile is None:
-                sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text))
-    if not recipes and not all_:
-        raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
-                               "`pick-backend recipes` lists them")
-    names = o.recipe_names(recipes, all_)
-    profile, cat, s, decisions, warnings = decide_all(o, names, backend)
-    if profile.amd_gpus:  # the guide is written for Radeon machines: elsewhere it has nothing to add
-        from selector.guide import add_advice
-
-        add_advice(profile, decisions)  # the guide's warnings; its file is opened only when one can bite
-    own = None
-    if "capability" in cat.extra:  # the engine picks a build by itself too (LocalAI): say what it would take
-        from selector.capability import advise
-
-        own = advise(profile, cat, decisions)
-    if as_json:
-        render.emit_json(render.pick_json(profile, cat, s, decisions, warnings, own))
-    else:
-        render.picks_human(profile, cat, decisions, render.console(), s, warnings, own)
-    if not allow_missing and not all(d.ok for d in decisions):
-        sys.exit(EXIT_UNSUPPORTED)
-
-
-# ------------------------------------------------------------------------------------------------
-# the one exit path: a message (and with --json a JSON error object) and a documented exit code
-
-ASCII = str.maketrans({"→": "->", "✓": "+", "✗": "x", "·": "-", "…": "...", "—": "-", "–": "-", "≥": ">=",
-                       "≤": "<=", "×": "x", "•": "*", "─": "-", "│": "|", "━": "-"})
-
-
-class _AsciiStream:
-    """A text stream whose encoding cannot say the arrows and ticks (cp1252, ascii): write them
-    in ASCII, and anything else it cannot encode as '?'."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def write(self, s):
-        return self._inner.write(s.translate(ASCII) if isinstance(s, str) else s)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-
-def _fit_streams() -> None:
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        enc = getattr(stream, "encoding", None) or "ascii"
-        try:
-            "→✓✗·…".encode(enc)
-            continue
-        except (UnicodeEncodeError, LookupError):
-            pass
-        try:
-            stream.reconfigure(errors="replace")
-        except (AttributeError, ValueError):
-            pass
-        setattr(sys, name, _AsciiStream(stream))
-
-
-def _cut(message: str, limit: int = 400) -> str:
-    """A message that echoes a huge argument, cut in the middle: both ends (the file, the field)
-    stay.  Undecodable bytes from argv are escaped."""
-    message = printable(message)
-    if len(message) > limit:
-        half = (limit - 3) // 2
-        message = f"{message[:half]}...{message[-half:]}"
-    return message
-
-
-def _fail(code: int, message: str, as_json: bool) -> None:
-    message = _cut(message)
-    if as_json:
-        import json
-
-        sys.stdout.write(json.dumps({"error": message, "exit": code}) + "\n")
-    click.echo(f"pick-backend: {message}", err=True)
-    sys.exit(code)
-
-
-def main(argv=None):
-    _fit_streams()
-    args = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in args
-    if any("\0" in a for a in args):  # no path or name can hold one (os calls raise ValueError)
-        _fail(EXIT_USAGE, "an argument contains a NUL character", as_json)
-    try:
-        main_group.main(args=args, prog_name="pick-backend", standalone_mode=False)
-    except Fail as e:
-        _fail(e.code, str(e), as_json and not getattr(e, "json_printed", False))
-    except InputError as e:
-        _fail(EXIT_INPUT, str(e), as_json)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.UsageError as e:
-        e.message = _cut(e.message)  # click echoes the offending argument, however long
-        if isinstance(e, click.NoSuchOption):
-            e.option_name = _cut(e.option_name, 60)
-        if as_json:
-            _fail(EXIT_USAGE, e.format_message(), True)
-        e.show()
-        sys.exit(EXIT_USAGE)
-    except click.ClickException as e:
-        if as_json:
-            _fail(e.exit_code, e.format_message(), True)
-        e.show()
-        sys.exit(e.exit_code)
-    except BrokenPipeError:
-        try:
-            sys.stdout = None  # nothing more can reach the reader; do not fail again on exit
-        finally:
-            sys.exit(0)
-    except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
-        where = printable(e.filename or "?")
-        _fail(EXIT_INPUT, f"{where}: {e.strerror or e}", as_json)
-    except Exception as e:  # ProfileError and the like carry their own exit codes
-        code = getattr(e, "exit_code", None)
-        if code is None:
-            if os.environ.get("PICK_BACKEND_DEBUG"):
-                raise
-            _fail(1, f"internal error: {type(e).__name__}: {e} (PICK_BACKEND_DEBUG=1 shows where; "
-                     "please report it)", as_json)
-        _fail(code, str(e), as_json and not getattr(e, "json_printed", False))
-    sys.exit(0)

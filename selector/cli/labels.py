@@ -12,7 +12,7 @@ import tempfile
 
 import click
 
-from selector.cli import DECIDE, EXIT_INSTALL, EXIT_USAGE, Fail, Opts, decide_all, options
+from selector.cli.core import DECIDE, EXIT_INSTALL, EXIT_USAGE, Fail, Opts, decide_all, options
 
 LABELS_SCHEMA_VERSION = 1
 
@@ -72,7 +72,7 @@ def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, verify_flag=False,
     profile, _cat, _s, decisions, _warnings = decide_all(o, names)
     verified = None
     if verify_flag:  # issue 16: only builds that are installed (or the system binary) are run
-        from selector.cli_verify import verify_recipe
+        from selector.cli.verify import verify_recipe
         from selector.engine import INSTALLED_STATES
 
         verified = {d.recipe: verify_recipe(o, d.recipe, None, 30.0)["exit_code"] == 0

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from selector.cli import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
+from selector.cli.core import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
 
 
 def _binary_name(o: Opts, name: str, step: dict) -> str | None:
