@@ -203,9 +203,14 @@ def vulkan_devices(host, profile, cpu_renderers: int = 0) -> None:
         profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r}: index {past[0]} is past the last Vulkan device "
                                f"(this machine has {count}): llama.cpp's Vulkan backend stops with "
                                "'Invalid Vulkan device index'")
-    if count == 1 and gpus:
-        gpus[0].vulkan_visible = 0 in indices and not past
-    elif count > 1 and set(range(count)) - set(indices):
-        profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r} keeps {len(indices)} of {count} Vulkan devices, "
+    kept = [i for i in indices if i < count]
+    if not kept:  # no device at all, whatever the order: the build runs on the CPU (one device: index 0 is it)
+        for g in gpus:
+            g.vulkan_visible = False
+        if gpus and not past:
+            profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r} keeps no Vulkan device: llama.cpp's Vulkan "
+                                   "backend uses none of the GPUs")
+    elif count > 1 and set(range(count)) - set(kept):
+        profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r} keeps {len(set(kept))} of {count} Vulkan devices, "
                                "counted in the Vulkan loader's order, which the probe does not see: the pick names "
                                "the best GPU; `pick-backend verify` lists the devices the build uses")

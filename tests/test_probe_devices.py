@@ -632,3 +632,48 @@ def test_windows_nvidia_without_nvml_is_not_usable_for_cuda(tmp_path):
     _edit(root, lambda d: d.update(nvml={"error": "DriverNotLoaded"}))
     (g,) = _probe(root).nvidia_gpus
     assert (g.sm, g.usable, g.cuda_index) == ("sm_89", False, None) and g.access_fix == "Install the NVIDIA driver"
+
+
+# -- GGML_VK_VISIBLE_DEVICES: llama.cpp's Vulkan backend, counted in the Vulkan loader's order ------
+
+
+def test_ggml_vk_visible_devices_on_a_one_gpu_machine_hides_or_keeps_the_gpu(tmp_path, cli):
+    # the GTX 1080 machine has one Vulkan device (NVIDIA's ICD, no CPU renderer): index 0 is the GPU
+    root = _copy("linux-debian12-gtx1080", tmp_path)
+    _edit(root, lambda d: d.update(env={"GGML_VK_VISIBLE_DEVICES": "0"}))
+    p = _probe(root)
+    assert p.nvidia_gpus[0].vulkan_visible is True and p.device_env == {"GGML_VK_VISIBLE_DEVICES": "0"}
+    assert not [w for w in p.warnings if w.probe == "vulkan"]
+    _edit(root, lambda d: d.update(env={"GGML_VK_VISIBLE_DEVICES": "1"}))
+    p = _probe(root)
+    assert p.nvidia_gpus[0].vulkan_visible is False
+    (w,) = [w.message for w in p.warnings if w.probe == "vulkan"]
+    assert "GGML_VK_VISIBLE_DEVICES='1': index 1 is past the last Vulkan device (this machine has 1)" in w
+    r = cli("--root", str(root), "llamacpp", "--json")
+    v = next(b for b in r.json()["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["type"] == "cpu"
+    assert any("GGML_VK_VISIBLE_DEVICES hides it from llama.cpp's Vulkan backend" in n for n in v["notes"])
+    # CUDA ignores the Vulkan variable; the Vulkan driver ignores CUDA's
+    _edit(root, lambda d: d.update(env={"CUDA_VISIBLE_DEVICES": ""}))
+    r = cli("--root", str(root), "llamacpp", "--json")
+    rec = r.json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["device"]["type"] == "nvidia_gpu"
+
+
+def test_ggml_vk_visible_devices_with_several_devices_is_not_guessed(tmp_path):
+    # the RTX 4090 desktop: the 4090, the UHD 770 and lavapipe are three Vulkan devices whose order
+    # only the loader knows; a partial list is warned about and hides nothing
+    root = _copy("linux-ubuntu24.04-rtx4090", tmp_path)
+    _edit(root, lambda d: d.update(env={"GGML_VK_VISIBLE_DEVICES": "1"}))
+    p = _probe(root)
+    assert [g.vulkan_visible for g in p.nvidia_gpus + p.intel_gpus] == [True, True]
+    (w,) = [w.message for w in p.warnings if w.probe == "vulkan"]
+    assert "keeps 1 of 3 Vulkan devices, counted in the Vulkan loader's order" in w
+    _edit(root, lambda d: d.update(env={"GGML_VK_VISIBLE_DEVICES": "2,1,0"}))
+    assert not [w for w in _probe(root).warnings if w.probe == "vulkan"]
+    # a list that keeps nothing hides every GPU, whatever the order
+    _edit(root, lambda d: d.update(env={"GGML_VK_VISIBLE_DEVICES": "x"}))
+    p = _probe(root)
+    ws = [w.message for w in p.warnings if w.probe == "vulkan"]
+    assert any("entry 'x' is not a device index" in w for w in ws) and any("keeps no Vulkan device" in w for w in ws)
+    assert [g.vulkan_visible for g in p.nvidia_gpus + p.intel_gpus] == [False, False]
