@@ -38,10 +38,11 @@ def test_sync_on_the_committed_source_reports_no_change():
     assert out.strip() == "lemonade: no change"
 
 
-def _edited(tmp_path, edit):
-    with open(LEMONADE_SRC, encoding="utf-8") as f:
+def _edited(tmp_path, edit, source=LEMONADE_SRC):
+    """A copy of a committed source, changed by ``edit`` (text -> text)."""
+    with open(source, encoding="utf-8") as f:
         text = f.read()
-    path = tmp_path / "backends-reference.md"
+    path = tmp_path / os.path.basename(source)
     path.write_text(edit(text), encoding="utf-8")
     return str(path)
 
@@ -124,11 +125,7 @@ def test_the_committed_localai_catalog_is_its_index_plus_its_overlay():
 
 
 def _index(tmp_path, edit):
-    with open(LOCALAI_SRC, encoding="utf-8") as f:
-        text = f.read()
-    path = tmp_path / "index.yaml"
-    path.write_text(edit(text), encoding="utf-8")
-    return str(path)
+    return _edited(tmp_path, edit, LOCALAI_SRC)
 
 
 def test_a_renamed_image_and_a_new_capability_are_reported_row_by_row(tmp_path):
