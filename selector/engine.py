@@ -302,24 +302,20 @@ def _access_reason(g, backend: str, access: str) -> str:
             return ""
         what = "/dev/kfd and its render node" if hasattr(g, "usable_compute") else "its device nodes"
     fix = getattr(g, "access_fix", None)
-    if hasattr(g, "render_node") and g.render_node is None and getattr(g, "source", "kfd") == "kfd":
+    if getattr(g, "source", None) == "kfd" and g.render_node is None:  # a KFD node whose DRM node is missing
         return f"{g.name}: it has no render node (/dev/dri/renderD*), so {backend} cannot use it" + \
             (f" ({fix})" if fix else "")
     return f"{g.name}: this process cannot open {what}, so {backend} cannot use it" + (f" ({fix})" if fix else "")
 
 
-VULKAN_FIX = {
-    "amd_gpu": "install Mesa's RADV (mesa-vulkan-drivers) or AMD's Vulkan driver",
-    "intel_gpu": "install Mesa's ANV (mesa-vulkan-drivers)",
-    "nvidia_gpu": "the NVIDIA driver's Vulkan ICD (nvidia_icd.json) is missing: reinstall the driver",
-}
-
-
 def vulkan_fix(g) -> str:
-    kind = "amd_gpu" if hasattr(g, "usable_compute") else "intel_gpu" if hasattr(g, "arc") else "nvidia_gpu"
-    if kind == "nvidia_gpu" and not getattr(g, "driver_loaded", True):
-        return "its Vulkan driver is part of the NVIDIA driver, which is not loaded"
-    return VULKAN_FIX[kind]
+    """What installs the GPU's Vulkan driver (probes/tables/vulkan_icds.json "fix")."""
+    from probes.tables import load
+
+    vendor = "amd" if hasattr(g, "usable_compute") else "intel" if hasattr(g, "arc") else "nvidia"
+    if vendor == "nvidia" and not getattr(g, "driver_loaded", True):
+        vendor = "nvidia_no_driver"
+    return load("vulkan_icds")["fix"][vendor]
 
 
 def _integrated(d: Device) -> bool:
