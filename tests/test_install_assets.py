@@ -544,3 +544,14 @@ def test_every_supported_gpu_row_has_a_build_for_the_architectures_it_admits():
             if keys and gpu and arches and "arm64" not in arches and row.requires.get("arch") != ["x86_64"]:
                 missing.append(f"{rname} {row.backend}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize("target,device_type", [(["--gfx", "gfx1100"], "amd_gpu"), (["--sm", "sm_61"], "nvidia_gpu")])
+def test_a_target_gpu_has_its_vulkan_driver_so_the_pick_for_it_is_the_machines_pick(
+        target, device_type, api, tmp_path, monkeypatch, capsys):
+    # --gfx/--sm describe another machine's GPU, drivers included: Vulkan comes before ROCm in
+    # llamacpp's rows and runs on the target GPU (a GTX 1080-class sm_61 has no CUDA build)
+    code, out, err = dry_run(api, tmp_path, monkeypatch, capsys, "llamacpp", *target, "--os", "linux",
+                             "--arch", "x86_64")
+    doc = json.loads(out)
+    assert doc["backend"] == "vulkan" and doc["device"]["type"] == device_type, (doc, err)

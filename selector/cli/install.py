@@ -27,14 +27,16 @@ def _target_profile(base, gfx, sm, os_name, arch):
     arch = arch or base.cpu.arch
     p = Profile(os=OS(name=os_name), cpu=CPU(arch=arch, brand="target"))
     if gfx:
-        p.amd_gpus.append(AmdGpu(index=0, name=f"target {gfx}", gfx=gfx, gfx_effective=gfx, source="target"))
+        p.amd_gpus.append(AmdGpu(index=0, name=f"target {gfx}", gfx=gfx, gfx_effective=gfx, source="target",
+                                 vulkan_driver="radeon_icd"))  # a target GPU is taken to have its drivers
     if sm:
         major, minor = sm[3:-1], sm[-1]
         cc = [int(major), int(minor)] if major.isdecimal() and minor.isdecimal() else None
-        p.nvidia_gpus.append(NvidiaGpu(index=0, name=f"target {sm}", sm=sm, compute_capability=cc, source="target"))
+        p.nvidia_gpus.append(NvidiaGpu(index=0, name=f"target {sm}", sm=sm, compute_capability=cc, source="target",
+                                       vulkan_driver="nvidia_icd"))
     if os_name == "macos" and arch == "arm64":
         p.metal = Metal(available=True, chip="target")
-    p.vulkan = Vulkan(loader=True, gpu_drivers=[])
+    p.vulkan = Vulkan(loader=True, gpu_drivers=[g.vulkan_driver for g in (*p.amd_gpus, *p.nvidia_gpus)])
     return p
 
 
