@@ -605,7 +605,6 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
     passed_all: list = []
     acc_found: list = []  # satisfying devices of every accelerator type of the row
     acc_notes: list[str] = []
-    acc_types = 0
     for dtype, fams in entries:
         if acc_found and (dtype == "cpu" or not _devices_of(m, dtype, access)):
             continue  # a fit is found: a type this machine lacks, or the CPU, adds nothing
@@ -618,7 +617,6 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
         if found and dtype != "cpu":
             acc_found += found
             acc_notes += [n for n in notes if n not in acc_notes]
-            acc_types += 1
             continue
         if found:
             return _row_found(m, row, found, notes, passed_all, reasons)
@@ -626,8 +624,9 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
             if w and w not in reasons:
                 reasons.append(w)
     if acc_found:
-        if acc_types > 1:  # a row of several GPU types (Vulkan): the best of all of them, as within one type
-            acc_found.sort(key=lambda d: (_integrated(d), -(d.memory_bytes or 0)))
+        # the best of every type (Vulkan rows take several): discrete first, then memory; the sort is
+        # stable, so within one type the type's own order (lower index first) stays
+        acc_found.sort(key=lambda d: (_integrated(d), -(d.memory_bytes or 0)))
         if acc_found[0].type in unlisted:
             acc_notes.append(_unlisted_note(catalog, row, acc_found[0]))
         return _row_found(m, row, acc_found, acc_notes, passed_all, [])
@@ -863,9 +862,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
 
 def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str, settings: Settings) -> str:
     """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
-    if chosen.device is None or chosen.device.type not in ACCELERATORS:
-        return ""
-    after = vs[vs.index(chosen) + 1:]
+    after = vs[vs.index(chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
     lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
             and v.device.type in ACCELERATORS and v.name != "system"]
     if not lost:

@@ -161,7 +161,7 @@ def test_npu_reasons_name_the_generation_and_the_driver(cli):
     r = cli("--root", PHOENIX, "flm")
     assert r.rc == 3 and "XDNA1" in r.out
     r, doc = pick(cli, PHOENIX, "flm")
-    assert "XDNA1" in doc["recipes"]["flm"]["backends"][0]["reason"]
+    assert doc["recipes"]["flm"]["backends"][0]["reason"] == "Requires an AMD XDNA2 NPU (found XDNA1 Phoenix)"
     r, doc = pick(cli, KRACKAN, "flm")
     assert r.rc == 3
     assert "driver is not loaded" in doc["recipes"]["flm"]["backends"][0]["reason"]
