@@ -636,10 +636,14 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
 GPU_TYPES = ("amd_gpu", "nvidia_gpu", "intel_gpu")
 
 
+def _and(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _unlisted_note(catalog: Catalog, row: Row, dev: Device) -> str:
     """The words for a Vulkan build on a GPU type its catalog row does not list."""
-    kinds = [TYPE_WORDS[t] + "s" for t, _ in row.devices]
-    listed = " and ".join(kinds) if len(kinds) < 3 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+    listed = _and([TYPE_WORDS[t] + "s" for t, _ in row.devices])
     owner = catalog.extra.get("owner") or catalog.name
     icd = getattr(dev.gpu, "vulkan_driver", None)
     return (f"{owner}'s matrix lists this build for {listed}; it runs on this {TYPE_WORDS[dev.type]} "
@@ -869,7 +873,7 @@ def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str, s
         return ""
     owner = catalog.extra.get("owner") or catalog.name
     order = "Lemonade's order" if settings.policy == "lemonade" and owner == "Lemonade" else f"{owner}'s order"
-    names = " and ".join(lost) if len(lost) < 3 else ", ".join(lost[:-1]) + " and " + lost[-1]
+    names = _and(lost)
     flags = " or ".join(f"--backend {n}" for n in lost)
     return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"
 

@@ -379,3 +379,19 @@ def test_an_amd_gpu_of_unknown_target_is_still_an_amd_gpu(run):
     rocm = next(b for b in rec["backends"] if b["name"] == "rocm")
     assert rocm["supported"] is False and "gfx target" in rocm["reason"]
     assert "No AMD GPU found" not in json.dumps(doc)
+
+
+def test_each_later_installable_accelerator_backend_is_named_with_how_to_choose_it(run):
+    # trellis rows: cuda12 (sm_60..sm_72), cuda (any NVIDIA GPU), vulkan (AMD, NVIDIA, CPU), rocm
+    # (gfx110X...): a TITAN V (sm_70) with an RX 7900 XTX (gfx1100) satisfies all four, cuda12 first
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24)], nvidia_gpus=[nv(0, "sm_70", "NVIDIA TITAN V", 12)])
+    r, doc = run(prof, "trellis")
+    rec = doc["recipes"]["trellis"]
+    assert rec["backend"] == "cuda12"
+    assert rec["reason"] == ("first supported accelerator backend in preference order; cuda12 comes before cuda, "
+                             "vulkan and rocm in Lemonade's order for trellis; --backend cuda or --backend vulkan or "
+                             "--backend rocm chooses one")
+    # one later backend: "it"
+    r, doc = run(profile([amd(0, "gfx1151", "AMD Radeon 8060S", 96, integrated=True, cwsr=True)]), "llamacpp")
+    assert doc["recipes"]["llamacpp"]["reason"].endswith(
+        "; vulkan comes before rocm in Lemonade's order for llamacpp; --backend rocm chooses it")
