@@ -631,3 +631,26 @@ def test_7z_with_a_link_is_refused(srv, tmp_path):
                 "--sm", "sm_89", "--backend", "cuda", env=env_for(srv))
     assert r.rc == 4 and "refusing link lnk" in r.err, r.err
     assert not (cache / "bin" / "llamacpp" / "cuda").exists()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symbolic links")
+@pytest.mark.parametrize("command", ["install", "uninstall"])
+def test_a_link_planted_at_the_lock_is_refused_and_its_target_never_created(srv, tmp_path, command):
+    cache = tmp_path / "c"
+    r = vulkan(srv, cache)
+    assert r.rc == 0, r.err
+    dest = cache / "bin" / "llamacpp" / "vulkan"
+    lock = str(dest) + ".lock"
+    if os.path.lexists(lock):
+        os.remove(lock)
+    target = tmp_path / "elsewhere" / "created-by-the-lock"
+    target.parent.mkdir()
+    os.symlink(str(target), lock)
+    if command == "install":
+        r = vulkan(srv, cache, "--reinstall")
+    else:
+        r = run_cli("uninstall", "llamacpp", "vulkan", "--cache-dir", str(cache))
+    assert r.rc == 4, r.err
+    assert "a symbolic link where the lock file belongs" in r.err and "vulkan.lock" in r.err
+    assert not os.path.lexists(target)
+    assert os.path.isdir(dest)  # the previous install is untouched

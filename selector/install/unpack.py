@@ -636,7 +636,19 @@ def lock(path: str, wait_message=None, blocking: bool = True):
     it, ``wait_message`` (a callable) is called once and the lock is waited for; with
     ``blocking=False`` a held lock raises BlockingIOError instead."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    f = open(path, "a+")
+    # never through a link: a link planted at <dest>.lock would make the lock create its target
+    # anywhere (as root on a shared cache, any file); O_NOFOLLOW refuses a link as the last part
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | BINARY, 0o644)
+    except OSError as e:
+        if os.path.islink(path) or e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link where the lock file belongs (not followed; remove it)",
+                          path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file where the lock file belongs (remove it)", path)
+    f = os.fdopen(fd, "r+b")
     try:
         if os.name == "nt":  # pragma: no cover
             import msvcrt
