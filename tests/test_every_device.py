@@ -395,3 +395,36 @@ def test_each_later_installable_accelerator_backend_is_named_with_how_to_choose_
     r, doc = run(profile([amd(0, "gfx1151", "AMD Radeon 8060S", 96, integrated=True, cwsr=True)]), "llamacpp")
     assert doc["recipes"]["llamacpp"]["reason"].endswith(
         "; vulkan comes before rocm in Lemonade's order for llamacpp; --backend rocm chooses it")
+
+
+def test_two_identical_gpus_with_an_override_on_one_node_are_judged_apart(run):
+    # HSA_OVERRIDE_GFX_VERSION_<node> on one of two W7500s: hrx (gfx1100, gfx1151) fits that one only
+    a = amd(0, "gfx1102", "AMD Radeon PRO W7500", 8, eff="gfx1100", gfx_override="HSA_OVERRIDE_GFX_VERSION_1",
+            kfd_node=1)
+    b = amd(1, "gfx1102", "AMD Radeon PRO W7500", 8, kfd_node=2)
+    prof = profile([a, b])
+    prof["device_env"] = {"HSA_OVERRIDE_GFX_VERSION_1": "11.0.0"}
+    r, doc = run(prof, "llamacpp-hrx")
+    rec = doc["recipes"]["llamacpp-hrx"]
+    assert rec["backend"] == "hrx" and [d["index"] for d in rec["backends"][0]["devices"]] == [0]
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "0"}
+    (over,) = rec["backends"][0]["passed_over"]
+    assert over["device"]["index"] == 1 and "gfx1102" in over["reason"]
+
+
+def test_a_row_for_another_gpu_type_names_what_the_machine_has_not_its_npu():
+    # thenoise's cuda row takes any NVIDIA GPU; on a Strix Halo (Radeon 8060S and an XDNA2 NPU) the
+    # reason names the GPU, never the NPU (no GPU build runs on an NPU)
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-ubuntu24.04-strix-halo"), "thenoise", "--json")
+    cuda = next(b for b in r.json()["recipes"]["thenoise"]["backends"] if b["name"] == "cuda")
+    assert cuda["reason"] == "this cuda build is listed for NVIDIA GPUs only (found AMD GPU: AMD Radeon 8060S/8050S/8040S)"
+
+
+def test_a_cuda_row_names_its_targets_as_a_range():
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-debian12-gtx1080"), "check", "llamacpp", "cuda", "--json")
+    assert r.rc == 3
+    assert r.json()["reason"] == "No NVIDIA GPU with sm_75..sm_121 (found sm_61, NVIDIA GeForce GTX 1080)"
