@@ -940,7 +940,7 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
         group = list(v.devices)
     if len(group) == len(visible) and not pin_anyway:
         return {}, "", []
-    group.sort(key=lambda d: d.index if d.index is not None else 0)
+    group.sort(key=lambda d: d.index)  # an AMD or NVIDIA GPU always has its index
     if dev.type == "nvidia_gpu" and all(d.uuid for d in group):
         ids = [d.uuid for d in group]
     elif dev.type == "nvidia_gpu":
