@@ -130,3 +130,13 @@ def test_a_pinned_backend_is_chosen_even_when_unsupported(args, data):
     assert d.ok == d.verdict(backend).supported
     if not d.ok:
         assert "not supported here" in d.reason
+
+
+def test_a_trailing_x_family_matches_by_prefix_in_exclusions_and_cpu_entries_too():
+    # catalog families take the trailing-X wildcard everywhere (docs/catalogs.md), not only in
+    # device entries: an exclusion written "gfx94X" covers gfx942
+    from selector.engine import _matches_family
+
+    assert _matches_family("gfx942", ["gfx94X"]) and _matches_family("gfx942", ["gfx90a", "gfx942"])
+    assert not _matches_family("gfx950", ["gfx94X"]) and not _matches_family("gfx94", ["gfx942"])
+    assert _matches_family("x86_64", []) and not _matches_family(None, ["x86_64"])
