@@ -58,19 +58,35 @@ class InputError(Exception):
 _NOT_GIVEN = object()
 
 
+def open_regular(path):
+    """Open ``path`` for reading in binary, only when it is a regular file: a FIFO, socket or device
+    (planted in a capture or named as an input) would block the read forever.  O_NONBLOCK makes the
+    open itself return at once; the check is on the opened file, so nothing can swap it in between."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            import errno
+
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json(path, missing: str, default=_NOT_GIVEN):
     """Parse a JSON input file (capture, catalog, config, profile, guide...).  Every failure is an
     InputError naming the file (exit 5); ``missing`` says what a file that is not there means,
     unless ``default`` is given, which is then returned instead."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open_regular(path) as f:
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
         if default is not _NOT_GIVEN:
             return default
         raise InputError(path, missing) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+        raise InputError(path, f"cannot read: {e.strerror if isinstance(e, OSError) and e.strerror else e}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -429,7 +445,7 @@ class CaptureHost(Host):
         if real is None:
             return None
         try:
-            with open(real, "rb") as f:
+            with open_regular(real) as f:  # a FIFO or device in a capture is no file of the machine
                 data = f.read(1 << 20)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None

@@ -194,3 +194,28 @@ def test_visible_devices_with_unicode_digits_never_fail_the_probe(tmp_path, valu
     prof = probe(CaptureHost(str(root)))
     assert not [w for w in prof.warnings if "probe failed" in w.message], prof.warnings
     assert prof.amd_gpus
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_a_fifo_in_a_capture_is_no_file_and_never_blocks(tmp_path, cli):
+    # a FIFO where /proc/cpuinfo belongs, and one as capture.json of another capture: reading either
+    # would block forever; the probe takes the first as absent, the second is an input error
+    import shutil
+
+    from conftest import machine
+
+    root = tmp_path / "m"
+    shutil.copytree(machine("linux-debian12-gtx1080"), root, symlinks=True)
+    os.remove(root / "fs/proc/cpuinfo")
+    os.mkfifo(root / "fs/proc/cpuinfo")
+    r = cli("--root", str(root), "probe", "--json")
+    assert r.rc == 0 and r.json()["cpu"]["brand"] == ""
+    bad = tmp_path / "b"
+    bad.mkdir()
+    os.mkfifo(bad / "capture.json")
+    r = cli("--root", str(bad), "probe")
+    assert r.rc == 5 and "capture.json: cannot read: not a regular file" in r.err
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    r = cli("--root", machine("linux-debian12-gtx1080"), "llamacpp", "--config", str(fifo))
+    assert r.rc == 5 and "config.json: cannot read: not a regular file" in r.err
