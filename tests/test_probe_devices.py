@@ -399,6 +399,9 @@ def test_titan_v_and_rtx_5880_keep_uuids_and_cuda_order(tmp_path):
         gpus = prof.nvidia_gpus
         assert [g.visible for g in gpus] == visible, (order_env, spec)
         assert [g.cuda_index for g in gpus] == order, (order_env, spec)
+        if spec == "1,bogus,0":
+            assert any("CUDA_VISIBLE_DEVICES='1,bogus,0': entry 'bogus' is neither an index nor a GPU UUID; the "
+                       "runtime keeps the 1 device before it" in w.message for w in prof.warnings)
         guessed = [w.message for w in prof.warnings if "fastest-first" in w.message]
         numeric = spec and spec[0].isdigit()
         assert bool(guessed) == bool(numeric and order_env != "PCI_BUS_ID"), (order_env, spec, guessed)

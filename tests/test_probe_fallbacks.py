@@ -739,3 +739,27 @@ def test_a_kfd_gpu_without_a_render_node_names_what_is_missing_and_blames_no_gro
     r = cli("--root", c.root, "check", "llamacpp", "rocm", "--json")
     assert r.rc == 3
     assert "it has no render node (/dev/dri/renderD*)" in r.json()["reason"] and "None" not in r.json()["reason"]
+
+
+def test_a_bad_override_is_warned_once_and_a_good_per_node_one_still_applies(tmp_path):
+    p = three_gpus(tmp_path, {"HSA_OVERRIDE_GFX_VERSION": "ten"})
+    assert sum("'ten'" in m for m in warnings(p, "amd_gpu")) == 1  # one variable, one warning, three GPUs
+    p = three_gpus(tmp_path / "b", {"HSA_OVERRIDE_GFX_VERSION_1": "nine", "HSA_OVERRIDE_GFX_VERSION_2": "11.0.1"})
+    assert [g.gfx_effective for g in p.amd_gpus] == ["gfx942", "gfx1101", "gfx1030"]
+    assert any("HSA_OVERRIDE_GFX_VERSION_1='nine' is not a gfx version" in m for m in warnings(p, "amd_gpu"))
+
+
+def test_every_device_variable_is_recorded_as_set(tmp_path):
+    env = {"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "",
+           "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "GGML_VK_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "9.4.2",
+           "HSA_OVERRIDE_GFX_VERSION_3": "10.3.0", "HSA_OVERRIDE_GFX_VERSION_X": "1.0.0", "HOME": "/root"}
+    p = three_gpus(tmp_path, env)
+    assert p.device_env == {k: v for k, v in env.items() if k not in ("HOME", "HSA_OVERRIDE_GFX_VERSION_X")}
+    assert p.cuda_order == "pci"
+
+
+def test_a_cuda_device_order_that_cuda_does_not_know_is_warned(tmp_path):
+    p = three_gpus(tmp_path, {"CUDA_DEVICE_ORDER": "SLOWEST_FIRST"})
+    assert p.cuda_order == "fastest"
+    assert any("CUDA_DEVICE_ORDER='SLOWEST_FIRST' is neither PCI_BUS_ID nor FASTEST_FIRST" in m
+               for m in warnings(p, "nvidia"))
