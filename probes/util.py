@@ -53,20 +53,6 @@ def meminfo_total(text: str | None) -> int | None:
     return None
 
 
-def visible_indices(spec: str | None, count: int, uuids: list[str | None] | None = None) -> set[int] | None:
-    """Apply a ``*_VISIBLE_DEVICES`` list to ``count`` devices.  None = variable unset (all
-    visible).  Entries are indices or UUIDs (``GPU-...``, prefixes allowed); the list stops at the
-    first invalid entry, as the CUDA and ROCm runtimes do."""
-    order = visible_order(spec, count, uuids)
-    return None if order is None else set(order)
-
-
-def visible_order(spec: str | None, count: int, uuids: list[str | None] | None = None) -> list[int] | None:
-    """The devices a ``*_VISIBLE_DEVICES`` list selects, in the order the runtime numbers them
-    (``CUDA_VISIBLE_DEVICES=1,0``: device 1 becomes CUDA device 0).  None = variable unset."""
-    return parse_visible(spec, count, uuids)[0]
-
-
 def parse_visible(spec: str | None, count: int, uuids: list[str | None] | None = None,
                   ) -> tuple[list[int] | None, str | None]:
     """(the devices selected, in the runtime's numbering; what is wrong with the list, or None).
