@@ -320,6 +320,8 @@ def test_parse_override(value, want):
                                          "GPU UUID; the runtime keeps no device"),
     ({"ROCR_VISIBLE_DEVICES": "GPU-ffff,0"}, "ROCR_VISIBLE_DEVICES='GPU-ffff,0': UUID GPU-ffff matches no GPU"),
     ({"HIP_VISIBLE_DEVICES": "1,1"}, "index 1 is repeated"),
+    ({"ROCR_VISIBLE_DEVICES": f"{HEX[2]},{HEX[2]}"}, f"{HEX[2]} is repeated; the runtime keeps the 1 device before it"),
+    ({"ROCR_VISIBLE_DEVICES": "GPU-"}, "UUID GPU- matches 3 GPUs"),
     ({"HIP_VISIBLE_DEVICES": "-1"}, "entry -1 is negative"),
     ({"HIP_VISIBLE_DEVICES": "0,,1"}, "an empty entry ends the list"),
 ])
