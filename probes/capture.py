@@ -106,16 +106,52 @@ class _Writer:
                 self.file(child)
 
 
-def write_capture(dest: str, host: LiveHost | None = None) -> dict:
-    """Probe this machine and write the capture; returns the Profile as a dict."""
+class CaptureRefused(Exception):
+    """The destination holds files that are not a capture (exit 2): a capture never deletes them."""
+
+
+def write_capture(dest: str, host: LiveHost | None = None, force: bool = False) -> dict:
+    """Probe this machine and write the capture; returns the Profile as a dict.
+
+    ``dest`` must be new or empty; with ``force`` it may hold an earlier capture (its
+    ``capture.json`` and ``fs/``), which is replaced, and nothing else.  The capture is written
+    beside ``dest`` first and moved into place whole, so a failure leaves no partial capture."""
     from probes import probe
 
+    if os.path.isdir(dest):
+        names = set(os.listdir(dest))
+        if names and not force:
+            raise CaptureRefused(f"{dest} is not empty: capture writes a new or empty directory "
+                                 "(--force replaces an earlier capture there)")
+        if names - {"capture.json", "fs"}:
+            raise CaptureRefused(f"{dest} holds files that are not a capture: capture never deletes them; "
+                                 "choose a new directory")
     live = host or LiveHost()
     rec = RecordingHost(live)
     profile = probe(rec)
-    if os.path.exists(os.path.join(dest, "capture.json")) or os.path.exists(os.path.join(dest, "fs")):
-        shutil.rmtree(os.path.join(dest, "fs"), ignore_errors=True)
-    os.makedirs(dest, exist_ok=True)
+    parent = os.path.dirname(os.path.abspath(dest))
+    os.makedirs(parent, exist_ok=True)
+    import tempfile
+
+    work = tempfile.mkdtemp(prefix=".capture-", dir=parent)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(work, 0o777 & ~mask)  # a directory as mkdir would make it, not mkdtemp's 0700
+    try:
+        _write(work, live, rec)
+        if os.path.isdir(dest):
+            shutil.rmtree(os.path.join(dest, "fs"), ignore_errors=True)
+            os.replace(os.path.join(work, "fs"), os.path.join(dest, "fs"))
+            os.replace(os.path.join(work, "capture.json"), os.path.join(dest, "capture.json"))
+        else:
+            os.rename(work, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return profile.to_dict()
+
+
+def _write(dest: str, live, rec) -> None:
+    os.makedirs(os.path.join(dest, "fs"), exist_ok=True)
     w = _Writer(dest)
     for p in rec.dirs:
         w.directory(p)
@@ -149,4 +185,3 @@ def write_capture(dest: str, host: LiveHost | None = None) -> dict:
         json.dump(data, f, indent=2)
         f.write("\n")
     os.replace(tmp, os.path.join(dest, "capture.json"))
-    return profile.to_dict()

@@ -36,9 +36,10 @@ def probe_cmd(ctx, as_json, detailed, **kwargs):
 @click.option("--json", "as_json", is_flag=True, help="Print the captured Profile JSON instead of the summary.")
 @click.option("--root", hidden=True, default=None)
 @click.option("--profile", "profile_path", hidden=True, default=None)
-def capture_cmd(directory, as_json, root, profile_path):
-    """Write a capture of this machine to DIRECTORY (replay it with --root DIRECTORY)."""
-    from probes.capture import write_capture
+@click.option("--force", is_flag=True, help="Replace an earlier capture in DIRECTORY (never other files).")
+def capture_cmd(directory, as_json, root, profile_path, force):
+    """Write a capture of this machine to a new or empty DIRECTORY (replay it with --root DIRECTORY)."""
+    from probes.capture import CaptureRefused, write_capture
     from selector import render
 
     if root or profile_path:  # accepted only to say why they cannot apply
@@ -47,7 +48,9 @@ def capture_cmd(directory, as_json, root, profile_path):
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise Fail(EXIT_INSTALL, f"cannot write a capture to {directory}: it is a file, not a directory")
     try:
-        profile = write_capture(directory)
+        profile = write_capture(directory, force=force)
+    except CaptureRefused as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
     except OSError as e:
         raise Fail(EXIT_INSTALL, f"cannot write a capture to {directory}: "
                                  f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}") from None
