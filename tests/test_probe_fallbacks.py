@@ -765,3 +765,16 @@ def test_a_cuda_device_order_that_cuda_does_not_know_is_warned(tmp_path):
     assert p.cuda_order == "fastest"
     assert any("CUDA_DEVICE_ORDER='SLOWEST_FIRST' is neither PCI_BUS_ID nor FASTEST_FIRST" in m
                for m in warnings(p, "nvidia"))
+
+
+def test_a_sysfs_hex_attribute_must_be_hex():
+    from probes.util import parse_hex
+
+    assert parse_hex("0x744C\n") == "0x744c" and parse_hex("0xzz") is None and parse_hex("744c") is None
+
+
+def test_a_mig_uuid_is_read_as_a_uuid(tmp_path):
+    # MIG instances are named MIG-<uuid> in CUDA_VISIBLE_DEVICES (NVIDIA MIG user guide): one that
+    # matches nothing is a UUID that matches no GPU, not garbage
+    p = three_gpus(tmp_path, {"HIP_VISIBLE_DEVICES": "MIG-0000"})
+    assert any("UUID MIG-0000 matches no GPU" in m for m in warnings(p, "amd_gpu"))
