@@ -23,6 +23,8 @@ def read_config(path: str, recipes) -> tuple[dict, list[str]]:
     out: dict = {"recipes": {}}
     for key, value in data.items():
         if key == "rocm_channel":
+            if isinstance(value, str):
+                value = value.lower()
             if not isinstance(value, str) or value not in CHANNELS:
                 raise InputError(path, f"key 'rocm_channel' must be one of {', '.join(CHANNELS)}, found {value!r}")
             out["channel"] = value
@@ -54,10 +56,11 @@ def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=Non
         cfg, warnings = read_config(config_path, recipes)
     s = Settings()
     env_channel = env.get("PICK_BACKEND_CHANNEL")
+    env_channel = env_channel.lower() if env_channel else env_channel  # names match in any case
     if env_channel and env_channel not in CHANNELS:
         raise InputError("PICK_BACKEND_CHANNEL", f"must be one of {', '.join(CHANNELS)}, found {env_channel!r}")
     s.channel = channel or env_channel or cfg.get("channel") or "stable"
-    s.policy = policy or env.get("PICK_BACKEND_POLICY") or "accelerator-first"
+    s.policy = (policy or env.get("PICK_BACKEND_POLICY") or "accelerator-first").lower()
     if s.policy not in POLICIES:
         raise InputError("PICK_BACKEND_POLICY", f"must be one of {', '.join(POLICIES)}, found {s.policy!r}")
     for rname, section in cfg["recipes"].items():

@@ -1,6 +1,7 @@
 """The issue's 'Done means' for deciding, run through the real command line on captured machines.
 Expected answers come from the Lemonade support matrix, not from the tool."""
 
+import json
 import os
 
 import pytest
@@ -295,3 +296,19 @@ def test_arm64_gets_no_pick_that_has_no_arm64_build(cli):
     assert cli("--root", spark, "check", "acestep", "cuda").rc == 3
     # llamacpp's cuda build has an arm64 asset: still picked there
     assert pick(cli, spark, "llamacpp")[1]["recipes"]["llamacpp"]["backend"] == "cuda"
+
+
+def test_names_in_a_config_and_the_environment_match_in_any_case(cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"llamacpp": {"backend": "ROCM"}, "whispercpp": {"backend": "vulkn"},
+                               "rocm_channel": "Nightly"}))
+    r = cli("--root", STRIX, "llamacpp", "whispercpp", "--config", str(cfg), "--json",
+            env={"PICK_BACKEND_CHANNEL": "NIGHTLY", "PICK_BACKEND_POLICY": "Lemonade"})
+    assert r.rc == 0, r.err
+    doc = r.json()
+    assert doc["settings"]["channel"] == "nightly" and doc["settings"]["policy"] == "lemonade"
+    assert doc["recipes"]["llamacpp"]["backend"] == "rocm" and doc["recipes"]["llamacpp"]["pinned"]
+    # a pin that is no backend: the file, the field and the closest name, then ignored
+    assert doc["recipes"]["whispercpp"]["pinned"] is False
+    assert any(f"config.json ({cfg}): whispercpp.backend: unknown backend of whispercpp 'vulkn'; did you mean "
+               "'vulkan'?; ignored" in w["message"] for w in doc["warnings"]), doc["warnings"]

@@ -34,7 +34,8 @@ def test_a_config_pin_of_an_unknown_backend_is_a_warning_for_every_command(cli, 
     r = cli("--root", CPU_ONLY, "--config", str(cfg), "llamacpp", "--json")
     doc = r.json()
     assert doc["recipes"]["llamacpp"]["backend"] == "vulkan"  # the pin is ignored: the normal pick
-    assert any("unknown backend 'turbo'; ignored" in w["message"] for w in doc["warnings"])
+    assert any("llamacpp.backend: unknown backend of llamacpp 'turbo'" in w["message"] and w["message"].endswith("; ignored")
+               for w in doc["warnings"])
 
 
 @pytest.mark.parametrize("encoding", ["cp1252", "ascii", "latin-1"])

@@ -259,11 +259,18 @@ def decide_all(o: Opts, names, backend=None):
         backends = {o.backend_name(n, backend) for n in names}
         backend = backends.pop() if len(backends) == 1 else backend
     s, warnings = o.settings(names, backend)
-    for n, b in list(s.backends.items()):  # a config pin the catalog does not know: warn, ignore (as Lemonade)
-        if n in cat.recipes and b not in cat.recipes[n].backends:
-            warnings.append(f"config pins {n} to unknown backend '{shown(b)}'; ignored")
-            del s.backends[n]
-            getattr(s, "backend_sources", {}).pop(n, None)
+    for n, b in list(s.backends.items()):  # a config pin: matched in any case; one the catalog does not know is
+        if n not in cat.recipes or b in cat.recipes[n].backends:  # warned about and ignored (as Lemonade does)
+            continue
+        known = match_name(b, cat.recipes[n].backends)
+        if known is not None:
+            s.backends[n] = known
+            continue
+        source = s.backend_sources.get(n, "config.json")
+        warnings.append(f"{source}: {n}.backend: " + did_you_mean(b, cat.recipes[n].backends, f"backend of {n}")
+                        + "; ignored")
+        del s.backends[n]
+        s.backend_sources.pop(n, None)
     installed, pins = o.installed(), o.pins()
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, s, pins, machine=m) for n in names]
