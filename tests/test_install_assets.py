@@ -555,3 +555,17 @@ def test_a_target_gpu_has_its_vulkan_driver_so_the_pick_for_it_is_the_machines_p
                              "--arch", "x86_64")
     doc = json.loads(out)
     assert doc["backend"] == "vulkan" and doc["device"]["type"] == device_type, (doc, err)
+
+
+@pytest.mark.parametrize("target,ok", [(["--gfx", "gfx9999"], False), (["--gfx", "gfx99X"], False),
+                                       (["--sm", "sm_999"], False), (["--sm", "sm_13"], False),
+                                       (["--gfx", "gfx1151"], True), (["--gfx", "gfx120X"], True),
+                                       (["--sm", "sm_120a"], True)])
+def test_a_target_no_gpu_has_is_a_usage_error(target, ok, api, tmp_path, monkeypatch, capsys):
+    # docs/install.md: --gfx/--sm that name no GPU of the tables exit 2, before any plan is made
+    code, out, err = dry_run(api, tmp_path, monkeypatch, capsys, "llamacpp", *target, "--os", "linux",
+                             "--arch", "x86_64")
+    if ok:
+        assert code == 0, err
+    else:
+        assert code == 2 and f"{target[0]} '{target[1]}' is not" in err and "the tables know" in err

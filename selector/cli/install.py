@@ -12,11 +12,30 @@ import sys
 
 import click
 
-from selector.cli.core import (EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
+from selector.cli.core import (shown, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
                           complete_recipe, decide_all, did_you_mean, options)
 
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}([0-9a-f]|X)$")  # gfx1151, gfx90a, or a family as Lemonade names it: gfx110X
 SM_RE = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+
+
+def _known_gfx(gfx: str) -> bool:
+    """A target some AMD GPU of the tables has (probes/tables: the PCI table and the GC map), or a
+    family (trailing X) that covers one."""
+    from probes import tables
+
+    known = {d["gfx"] for d in tables.load("amd_pci")["devices"] if d.get("gfx")}
+    known |= {tables.gfx_name(v) for v in tables.load("amd_gfx")["gc_to_gfx_target_version"].values()}
+    return gfx in known or (gfx.endswith("X") and any(k.startswith(gfx[:-1]) for k in known))
+
+
+def _known_sm(sm: str) -> bool:
+    """The compute capability of some NVIDIA GPU of the tables (probes/tables/nvidia.json), with an
+    arch-specific or family suffix allowed (sm_120a, sm_100f)."""
+    from probes import tables
+
+    known = {f"sm_{a}{b}" for a, b in (row["cc"] for row in tables.load("nvidia")["compute_capability_by_name"])}
+    return sm.rstrip("af") in known
 
 
 def _target_profile(base, gfx, sm, os_name, arch):
@@ -104,10 +123,12 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
 
     o = Opts(ctx, kwargs)
     (name,) = o.recipe_names([recipe])
-    if gfx and not GFX_RE.match(gfx):
-        raise Fail(EXIT_USAGE, f"--gfx {gfx!r} is not a gfx target (e.g. gfx1100, gfx1151, gfx90a)")
-    if sm and not SM_RE.match(sm):
-        raise Fail(EXIT_USAGE, f"--sm {sm!r} is not a CUDA target (e.g. sm_89, sm_120)")
+    if gfx and not (GFX_RE.match(gfx) and _known_gfx(gfx)):
+        raise Fail(EXIT_USAGE, f"--gfx {shown(gfx)!r} is not a gfx target of any AMD GPU the tables know "
+                               "(e.g. gfx1100, gfx1151, gfx90a, or a family: gfx110X)")
+    if sm and not (SM_RE.match(sm) and _known_sm(sm)):
+        raise Fail(EXIT_USAGE, f"--sm {shown(sm)!r} is not the CUDA target of any NVIDIA GPU the tables know "
+                               "(e.g. sm_89, sm_120)")
     target = any((gfx, sm, os_name, arch))
     if target:
         o._profile = _target_profile(o.profile(), gfx, sm, os_name, arch)
