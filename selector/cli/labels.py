@@ -66,6 +66,8 @@ def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, verify_flag=False,
         labels_mod.split_prefix(prefix)
     except ValueError as e:
         raise Fail(EXIT_USAGE, f"--prefix: {e}") from None
+    if write_path is not None and not write_path.strip():
+        raise Fail(EXIT_USAGE, "--write needs a file name (without --write the labels go to stdout)")
     o = Opts(ctx, kwargs)
     wanted = [r.strip() for r in (recipes_csv or "").split(",") if r.strip()]
     names = o.recipe_names(wanted)
