@@ -569,8 +569,6 @@ def test_a_terminal_width_that_is_not_a_number_is_ignored(cli, value):
     assert r.rc == 0 and "internal error" not in r.err, r.err
 
 
-def test_contradictory_or_empty_arguments_are_usage_errors_not_silent(cli):
-    r = cli("--root", CPU_ONLY, "pick", "llamacpp", "--all")
-    assert r.rc == 2 and "name recipes (llamacpp) or pass --all, not both" in r.err
+def test_an_empty_write_path_is_a_usage_error_not_stdout(cli):
     r = cli("--root", CPU_ONLY, "labels", "--write", "")
     assert r.rc == 2 and "--write needs a file name" in r.err and r.out == ""

@@ -512,3 +512,20 @@ def test_judge_reads_windows_loader_statuses_and_old_builds():
     # a build older than --list-devices starts, but cannot list: not "does not start"
     old = V.judge(step, None, 1, "error: invalid argument: --list-devices\n", spec=spec)
     assert old["verdict"] == "unknown" and "older" in old["fix"]
+
+
+def test_a_relative_cache_dir_is_resolved_once_so_the_build_still_starts(tmp_path):
+    # verify runs the build from its own directory: a cache given relative to the shell's directory
+    # must still name it (issue: "does not start: rocache-src/.../llama-server: not found")
+    import subprocess
+    import sys
+
+    cache = tmp_path / "rocache-src"
+    fake_build(cache, "vulkan", script(R.VK_2060_OUT, R.VK_2060_ERR))
+    prof = report_profile(tmp_path, RTX4090, nvidia=[("NVIDIA GeForce RTX 2060", 6144, "sm_75")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND")}
+    r = subprocess.run([sys.executable, "-m", "selector", "--profile", str(prof), "verify", "llamacpp",
+                        "--backend", "vulkan", "--cache-dir", "rocache-src", "--json"],
+                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verdict"] == "verified"

@@ -150,6 +150,8 @@ class Opts:
                 self.v[k] = self.v[k].lower()
         if self.v["cache_dir"] and os.path.exists(self.v["cache_dir"]) and not os.path.isdir(self.v["cache_dir"]):
             raise InputError(self.v["cache_dir"], "--cache-dir must be a directory, found a file")
+        if self.v["cache_dir"]:  # absolute once, here at the edge: verify runs builds from their own directory
+            self.v["cache_dir"] = os.path.abspath(self.v["cache_dir"])
         self._profile = None
         self._catalog = None
 

@@ -7,8 +7,7 @@ import sys
 
 import click
 
-from selector.cli.core import (EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe,
-                               decide_all, shown)
+from selector.cli.core import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
 
 
 @click.command("pick")
@@ -44,9 +43,6 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
     if not recipes and not all_:
         raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
                                "`pick-backend recipes` lists them")
-    if recipes and all_:
-        raise Fail(EXIT_USAGE, f"--all picks every recipe: name recipes ({' '.join(shown(r) for r in recipes)}) "
-                               "or pass --all, not both")
     names = o.recipe_names(recipes, all_)
     profile, cat, s, decisions, warnings = decide_all(o, names, backend)
     if profile.amd_gpus:  # the guide is written for Radeon machines: elsewhere it has nothing to add
