@@ -655,24 +655,15 @@ def _row_found(m: Machine, row: Row, found, notes, passed_all, reasons) -> RowRe
     notes = list(notes)
     if row.note:
         notes.append(row.note)
+    present = m.present_types()
     for dt, text in row.extra.get("device_notes", {}).items():
-        if _HAS_DEVICE[dt](m):
+        if dt == "cpu" or dt in present:
             notes.append(text)
     cpu_because = []
     if found[0].type == "cpu" and reasons:
         cpu_because = list(reasons)
         notes.append(f"runs on the CPU: {'; '.join(reasons)}")
     return RowResult(found, "", notes, passed_all, cpu_because)
-
-
-_HAS_DEVICE = {
-    "amd_gpu": lambda m: m.amd is not None,
-    "nvidia_gpu": lambda m: m.nvidia is not None,
-    "intel_gpu": lambda m: m.intel is not None,
-    "amd_npu": lambda m: m.npu is not None,
-    "metal": lambda m: bool(m.metal),
-    "cpu": lambda m: True,
-}
 
 
 def recipe_channel(recipe: Recipe, settings: Settings) -> str:

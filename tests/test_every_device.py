@@ -428,3 +428,41 @@ def test_a_cuda_row_names_its_targets_as_a_range():
     r = run_cli("--root", machine("linux-debian12-gtx1080"), "check", "llamacpp", "cuda", "--json")
     assert r.rc == 3
     assert r.json()["reason"] == "No NVIDIA GPU with sm_75..sm_121 (found sm_61, NVIDIA GeForce GTX 1080)"
+
+
+def test_every_nvidia_gpu_is_judged_the_fitting_ones_listed_the_others_passed_over(run):
+    # llamacpp cuda lists sm_75..: the RTX 5880 fits, the TITAN V (sm_70) is passed over with its reason
+    r, doc = run(TITAN_ADA, "check", "llamacpp", "cuda")
+    assert r.rc == 0 and [d["name"] for d in doc["devices"]] == ["NVIDIA RTX 5880 Ada Generation"]
+    (over,) = doc["passed_over"]
+    assert over["device"]["name"] == "NVIDIA TITAN V" and "sm_70" in over["reason"]
+    # trellis cuda (any NVIDIA GPU): both fit, best first
+    r, doc = run(TITAN_ADA, "check", "trellis", "cuda")
+    assert [d["name"] for d in doc["devices"]] == ["NVIDIA RTX 5880 Ada Generation", "NVIDIA TITAN V"]
+
+
+def test_one_nvidia_gpu_and_a_shell_cuda_visible_devices_needs_no_pin(run):
+    prof = profile(nvidia_gpus=[nv(0, "sm_61", "NVIDIA GeForce GTX 1080", 8, uuid="GPU-1080")])
+    prof["device_env"] = {"CUDA_VISIBLE_DEVICES": "0"}
+    r, doc = run(prof, "trellis")
+    assert doc["recipes"]["trellis"]["backend"] == "cuda12" and doc["recipes"]["trellis"]["run_env"] == {}
+
+
+def test_an_intel_gpu_without_its_vulkan_driver_says_what_installs_it(run):
+    prof = profile()
+    prof["intel_gpus"] = [{"name": "Intel Arc A770", "arc": True, "index": 0, "render_node": "/dev/dri/renderD128",
+                           "pci": {"vendor": "0x8086", "device": "0x56a0"}, "vulkan_driver": None}]
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["type"] == "cpu"
+    assert any("Intel Arc A770: no Vulkan driver for it is installed, so vulkan cannot use it (install Mesa's ANV "
+               "(mesa-vulkan-drivers))" in n for n in v["notes"]), v["notes"]
+
+
+def test_a_recipe_with_no_backend_here_is_not_pinned_and_system_on_path_is_installed(run):
+    r, doc = run(profile(), "flm")
+    assert r.rc == 3 and doc["recipes"]["flm"]["backend"] is None and doc["recipes"]["flm"]["pinned"] is False
+    prof = profile(executables={"llama-server": "/usr/local/bin/llama-server"})
+    r, doc = run(prof, "llamacpp")
+    system = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "system")
+    assert system["supported"] and system["state"] == "installed"  # it is the binary on PATH
