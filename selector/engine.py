@@ -298,9 +298,10 @@ def _access_reason(g, backend: str, access: str) -> str:
         what = (f"its render node{' ' + node if node else ''}" if hasattr(g, "usable_graphics")
                 else "its device nodes (/dev/nvidia*)")
     else:
-        if getattr(g, "usable_compute", getattr(g, "usable", True)):
+        if _compute_usable(g):
             return ""
-        what = "/dev/kfd and its render node" if hasattr(g, "usable_compute") else "its device nodes"
+        what = "/dev/kfd and its render node" if hasattr(g, "usable_compute") else \
+            "its render node" if not hasattr(g, "usable") else "its device nodes"
     fix = getattr(g, "access_fix", None)
     if getattr(g, "source", None) == "kfd" and g.render_node is None:  # a KFD node whose DRM node is missing
         return f"{g.name}: it has no render node (/dev/dri/renderD*), so {backend} cannot use it" + \
@@ -308,12 +309,22 @@ def _access_reason(g, backend: str, access: str) -> str:
     return f"{g.name}: this process cannot open {what}, so {backend} cannot use it" + (f" ({fix})" if fix else "")
 
 
+def _compute_usable(g) -> bool:
+    """A compute runtime can open the device: ROCm /dev/kfd and the render node (AMD), CUDA its nodes
+    (NVIDIA), XDNA its accel node (NPU), Level Zero the render node (an Intel GPU)."""
+    if hasattr(g, "usable_compute"):
+        return g.usable_compute
+    if hasattr(g, "usable"):
+        return g.usable
+    return g.usable_graphics
+
+
 def vulkan_fix(g) -> str:
     """What installs the GPU's Vulkan driver (probes/tables/vulkan_icds.json "fix")."""
     from probes.tables import load
 
     vendor = "amd" if hasattr(g, "usable_compute") else "intel" if hasattr(g, "arc") else "nvidia"
-    if vendor == "nvidia" and not getattr(g, "driver_loaded", True):
+    if vendor == "nvidia" and not g.driver_loaded:
         vendor = "nvidia_no_driver"
     return load("vulkan_icds")["fix"][vendor]
 

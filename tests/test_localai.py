@@ -259,3 +259,21 @@ def test_localai_pick_json_follows_the_documented_schema(name):
     r = run_cli("--root", machine(name), "--catalog", "localai", "pick", "--all", "--allow-missing", "--json")
     assert r.rc == 0, r.err
     jsonschema.validate(r.json(), schema("pick"))
+
+
+def test_an_intel_gpu_this_process_cannot_open_gets_no_sycl_image(tmp_path):
+    # LocalAI's intel image (SYCL, Level Zero) opens the GPU's render node: on the Arc A770 machine it
+    # is picked; when the node is not read-write (no render group) it is not, and the reason says why
+    import shutil
+
+    r, rec = pick(ARC, "llama-cpp")
+    assert rec["backend"] == "intel" and rec["device"]["name"] == "Intel Arc A770 (DG2-G10)"
+    root = tmp_path / "arc"
+    shutil.copytree(machine(ARC), root, symlinks=True)
+    data = json.loads((root / "capture.json").read_text())
+    data["dev"] = {k: ("none" if "renderD" in k else v) for k, v in data.get("dev", {}).items()} or \
+        {"/dev/dri/renderD128": "none", "/dev/dri/renderD129": "none"}
+    (root / "capture.json").write_text(json.dumps(data))
+    r = run_cli("--root", str(root), "--catalog", "localai", "llama-cpp", "--json")
+    intel = verdict(r.json()["recipes"]["llama-cpp"], "intel")
+    assert not intel["supported"] and "cannot open its render node" in intel["reason"], intel["reason"]
