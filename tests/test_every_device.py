@@ -466,3 +466,23 @@ def test_a_recipe_with_no_backend_here_is_not_pinned_and_system_on_path_is_insta
     r, doc = run(prof, "llamacpp")
     system = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "system")
     assert system["supported"] and system["state"] == "installed"  # it is the binary on PATH
+
+
+def test_the_row_for_this_os_gives_the_reason_when_a_backend_has_one_row_per_os():
+    # moonshine's cpu backend has a row per OS (Windows x86_64, Linux, macOS arm64): on an Intel Mac
+    # the macOS row is the one that counts, so the reason is its CPU, not "Requires Windows"
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("macos14-intel"), "moonshine", "--json")
+    (cpu,) = r.json()["recipes"]["moonshine"]["backends"]
+    assert cpu["reason"] == "Requires a arm64 CPU (found x86_64)"
+
+
+def test_an_npu_this_process_cannot_open_says_which_node_and_the_fix(run):
+    npu = {"vendor": "amd", "generation": "XDNA2", "codename": "Strix Halo", "driver_bound": True,
+           "device_node": "/dev/accel/accel0", "usable": False, "access_fix": "add --device /dev/accel to the container",
+           "pci": {"device": "0x17f0", "revision": "0x11"}}
+    r, doc = run(profile(npus=[npu], container=True), "flm")
+    assert r.rc == 3
+    assert doc["recipes"]["flm"]["backends"][0]["reason"] == (
+        "XDNA2 NPU found but this process cannot open /dev/accel/accel0 (add --device /dev/accel to the container)")
