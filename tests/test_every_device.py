@@ -486,3 +486,17 @@ def test_an_npu_this_process_cannot_open_says_which_node_and_the_fix(run):
     assert r.rc == 3
     assert doc["recipes"]["flm"]["backends"][0]["reason"] == (
         "XDNA2 NPU found but this process cannot open /dev/accel/accel0 (add --device /dev/accel to the container)")
+
+
+def test_where_lemonades_rule_differs_the_pick_says_so():
+    # 8x MI300X: accelerator-first skips vulkan (CDNA has no Vulkan driver) and picks rocm; Lemonade's
+    # own rule takes its first row, vulkan, which runs on the CPU here
+    from conftest import machine, run_cli
+
+    root = machine("linux-ubuntu22.04-8x-mi300x")
+    rec = run_cli("--root", root, "llamacpp", "--json").json()["recipes"]["llamacpp"]
+    assert rec["backend"] == "rocm"
+    assert "--policy lemonade would pick vulkan (Lemonade takes the first supported row; accelerator-first prefers " \
+           "rocm on the AMD GPU)" in rec["notes"]
+    lem = run_cli("--root", root, "llamacpp", "--policy", "lemonade", "--json").json()["recipes"]["llamacpp"]
+    assert lem["backend"] == "vulkan" and lem["device"]["type"] == "cpu"
