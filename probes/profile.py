@@ -247,7 +247,41 @@ def _check_scalar(value, typ: str, where, path):
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
             return value
-    raise ProfileError(where, path, f"must be {typ}, found {type(value).__name__}")
+    raise ProfileError(where, path, f"must be {_WORDS.get(typ.replace(' ', ''), typ)}, found {_found(value)}")
+
+
+_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false", "str|None": "a string or null",
+          "int|None": "an integer or null", "bool|None": "true, false or null", "list[str]": "a list of strings",
+          "list[int]": "a list of integers", "list[int]|None": "a list of integers or null",
+          "list[str]|None": "a list of strings or null", "dict[str,str]": "an object of strings",
+          "dict[str,str]|None": "an object of strings or null"}
+
+
+def _found(value) -> str:
+    """What a wrong value is, and for a list or object the first entry that is wrong."""
+    if isinstance(value, dict):
+        bad = next((k for k, v in value.items() if not isinstance(v, str) or not isinstance(k, str)), None)
+        return f"an object whose entry {bad!r} is {type(value[bad]).__name__}" if bad is not None else "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+# device targets: a string that is no target is refused like a wrong type (a saved profile from outside)
+_PATTERNS = {"gfx": r"gfx[0-9]{1,2}[0-9a-f]{2}", "gfx_effective": r"gfx[0-9]{1,2}[0-9a-f]{2}",
+             "sm": r"sm_[0-9]{2,3}[a-z]?"}
+
+
+def _check_target(name, value, where, path):
+    import re
+
+    pat = _PATTERNS.get(name)
+    if pat and isinstance(value, str) and not re.fullmatch(pat, value):
+        raise ProfileError(where, path, f"must be a {'CUDA' if name == 'sm' else 'gfx'} target "
+                                        f"({'sm_89' if name == 'sm' else 'gfx1100, gfx90a'}) or null, found {value!r}")
+    return value
 
 
 def _build(cls, data, where, prefix):
@@ -272,7 +306,7 @@ def _build(cls, data, where, prefix):
         elif name == "schema_version":
             kwargs[name] = value
         else:
-            kwargs[name] = _check_scalar(value, ftype, where, path)
+            kwargs[name] = _check_target(name, _check_scalar(value, ftype, where, path), where, path)
     try:
         return cls(**kwargs)
     except TypeError as e:  # a required field (warnings[].probe) is missing

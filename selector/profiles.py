@@ -141,6 +141,9 @@ def iter_profiles(source: str, text: str | None = None):
     """(name, Profile | InputError) for a directory of *.json, a JSON-lines (or concatenated
     pretty JSON) file, or '-' (stdin)."""
     if os.path.isdir(source):
+        if os.path.isfile(os.path.join(source, "capture.json")):  # a capture, not a folder of profiles
+            raise InputError(source, f"is a capture directory (it has capture.json), not saved profiles: replay it "
+                                     f"with --root {source}")
         names = sorted(n for n in os.listdir(source) if n.endswith(".json"))
         if not names:
             raise InputError(source, "holds no *.json profile")

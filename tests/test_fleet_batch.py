@@ -3,6 +3,8 @@ equal to what the single-profile command says about each machine."""
 
 import json
 
+import pytest
+
 from conftest import machine
 
 MACHINES = ["linux-ubuntu24.04-strix-halo", "linux-ubuntu24.04-rtx4090", "linux-debian12-x86_64-cpu-only"]
@@ -73,3 +75,29 @@ def test_localai_own_choice_is_in_every_line(cli, tmp_path):
         assert d["localai"] == single["localai"]  # the capability LocalAI would detect there, and why
         assert d["recipes"] == single["recipes"]  # each backend's own-choice entry and the guide's warnings
         assert d.pop("name") and d == single
+
+
+def test_a_capture_directory_given_as_profiles_says_use_root(cli):
+    from conftest import machine
+
+    root = machine("linux-ubuntu24.04-strix-halo")
+    r = cli("--profile", root, "llamacpp")
+    assert r.rc == 5 and "is a capture directory (it has capture.json), not saved profiles: replay it with --root" in r.err
+
+
+@pytest.mark.parametrize("patch,field,words", [
+    (lambda p: p["amd_gpus"][0].update(gfx="banana"), "amd_gpus[0].gfx", "must be a gfx target (gfx1100, gfx90a) or null, found 'banana'"),
+    (lambda p: p["nvidia_gpus"].append({"index": 0, "name": "x", "sm": "sm_x"}), "nvidia_gpus[0].sm", "must be a CUDA target"),
+    (lambda p: p.update(executables={"llama-server": 3}), "executables",
+     "must be an object of strings, found an object whose entry 'llama-server' is int"),
+    (lambda p: p["amd_gpus"][0].update(vram_bytes="big"), "amd_gpus[0].vram_bytes", "must be an integer or null, found str 'big'"),
+])
+def test_a_saved_profile_with_a_wrong_value_names_the_field_in_words(cli, tmp_path, patch, field, words):
+    from conftest import profile_of
+
+    p = profile_of("linux-ubuntu24.04-strix-halo").to_dict()
+    patch(p)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(p))
+    r = cli("--profile", str(path), "llamacpp")
+    assert r.rc == 5 and f"field '{field}' {words}" in r.err, r.err

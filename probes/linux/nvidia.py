@@ -71,7 +71,8 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
             continue
         cc = g.get("compute_capability")
         if not (isinstance(cc, list) and len(cc) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cc)):
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cc)
+                and 0 < cc[0] < 100 and cc[1] < 10):  # sm_<major><one minor digit>: anything else is garbage
             cc = None
         name = str(g.get("name") or "NVIDIA GPU")
         mem = g.get("memory_total")
