@@ -210,7 +210,7 @@ def vulkan_devices(host, profile, cpu_renderers: int = 0) -> None:
         if gpus and not past:
             profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r} keeps no Vulkan device: llama.cpp's Vulkan "
                                    "backend uses none of the GPUs")
-    elif count > 1 and set(range(count)) - set(kept):
+    elif set(range(count)) - set(kept):  # some of several devices (with one, a non-empty list keeps it)
         profile.warn("vulkan", f"GGML_VK_VISIBLE_DEVICES={spec!r} keeps {len(set(kept))} of {count} Vulkan devices, "
                                "counted in the Vulkan loader's order, which the probe does not see: the pick names "
                                "the best GPU; `pick-backend verify` lists the devices the build uses")

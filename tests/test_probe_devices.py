@@ -407,6 +407,8 @@ def test_titan_v_and_rtx_5880_keep_uuids_and_cuda_order(tmp_path):
         assert bool(guessed) == bool(numeric and order_env != "PCI_BUS_ID"), (order_env, spec, guessed)
         if guessed:
             assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in guessed[0] and "guess" in guessed[0]
+            if spec == "1":
+                assert "read here with device 1 as NVIDIA TITAN V" in guessed[0]
         assert prof.device_env.get("CUDA_DEVICE_ORDER") == order_env
 
 

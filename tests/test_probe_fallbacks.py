@@ -778,3 +778,11 @@ def test_a_mig_uuid_is_read_as_a_uuid(tmp_path):
     # matches nothing is a UUID that matches no GPU, not garbage
     p = three_gpus(tmp_path, {"HIP_VISIBLE_DEVICES": "MIG-0000"})
     assert any("UUID MIG-0000 matches no GPU" in m for m in warnings(p, "amd_gpu"))
+
+
+def test_hip_reading_cuda_visible_devices_is_said(tmp_path):
+    p = three_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert any("CUDA_VISIBLE_DEVICES='1' also selects AMD GPUs: HIP reads it when HIP_VISIBLE_DEVICES is not set" in m
+               for m in warnings(p, "amd_gpu"))
+    p = three_gpus(tmp_path / "b", {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"})
+    assert not any("also selects AMD GPUs" in m for m in warnings(p, "amd_gpu"))
