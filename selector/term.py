@@ -23,8 +23,20 @@ def console(stderr: bool = False):
     env = {k: v for k, v in os.environ.items()
            if k not in ("COLUMNS", "LINES") or (v.isascii() and v.isdecimal() and int(v) > 0)}
     width = None if tty or env.get("COLUMNS") else 100_000
-    return Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width,
-                   _environ=env)
+    con = Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width,
+                  _environ=env)
+    con.on_broken_pipe = _reader_left  # rich's own exits 1; a reader that stops early is no failure here
+    return con
+
+
+def _reader_left() -> None:
+    """The reader closed the pipe (``| head -1``): nothing more can reach it.  Point stdout at
+    devnull (so the exit flush cannot fail again) and end as the CLI ends any closed pipe: exit 0."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise BrokenPipeError
 
 
 class _NoTrailingSpaces:

@@ -3,6 +3,7 @@ obviously means, output that fits the terminal (issue 15).  Through the real CLI
 
 import json
 import os
+import sys
 import re
 
 import pytest
@@ -572,3 +573,25 @@ def test_a_terminal_width_that_is_not_a_number_is_ignored(cli, value):
 def test_an_empty_write_path_is_a_usage_error_not_stdout(cli):
     r = cli("--root", CPU_ONLY, "labels", "--write", "")
     assert r.rc == 2 and "--write needs a file name" in r.err and r.out == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ")
+@pytest.mark.parametrize("args", [["--all", "--allow-missing"], ["probe"], ["matrix", "--here"]])
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly_with_0(args):
+    # `pick-backend ... | head -1`: a pipe of 4 KiB, one line read, then closed while the tool writes
+    import fcntl
+    import subprocess
+
+    from conftest import machine
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND")}
+    p = subprocess.Popen([sys.executable, "-m", "selector", "--root", machine("linux-ubuntu24.04-strix-halo"), *args],
+                         stdout=w, stderr=subprocess.PIPE, env=env)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        assert f.readline()
+    err = p.communicate(timeout=60)[1].decode()
+    assert p.returncode == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
