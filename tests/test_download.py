@@ -41,10 +41,8 @@ def screen(monkeypatch):
     """What a progress bar on a terminal shows, as text."""
     from rich.console import Console
 
-    from selector import render
-
     buf = io.StringIO()
-    monkeypatch.setattr(render, "console", lambda: Console(file=buf, force_terminal=False, width=100))
+    monkeypatch.setattr(term, "console", lambda: Console(file=buf, force_terminal=False, width=100))
     return buf
 
 
@@ -255,9 +253,10 @@ def test_a_closed_connection_short_of_the_size_is_retried_and_counted(srv, tmp_p
         download.fetch(requests.Session(), srv.url + "/short", str(tmp_path / "p"), len(DATA), attempts=3)
     msg = str(e.value)
     assert "connection closed after 100 of 16384 bytes" in msg and "failed after" in msg
-    # the first try made progress (free); the three resumes that got nothing used up the attempts
+    # the first try made progress (free); the three resumes that got nothing used up the attempts.
+    # Each wait is the backoff of the attempts counted so far (1 s, 1 s, 2 s), none after the last
     assert srv.log == [("/short", None)] + [("/short", "bytes=100-")] * 3
-    assert slept == [1, 2, 4, 8]
+    assert slept == [1, 1, 2]
 
 
 def test_not_found_and_other_client_errors_are_not_retried(srv, tmp_path):
@@ -306,13 +305,40 @@ def test_unreachable_host_gives_up_after_the_attempts(tmp_path, monkeypatch):
     s.close()  # nothing listens there
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), f"http://127.0.0.1:{port}/f", str(tmp_path / "p"), 10, attempts=2)
-    assert "failed after 2 attempts" in str(e.value) and "cannot reach" in str(e.value)
-    assert slept == [1, 2]  # each retry waits its backoff
-    slept.clear()
+    # nothing listens: refused, the same on every attempt, so final at once with one clear line
+    assert str(e.value) == f"download of http://127.0.0.1:{port}/f: the connection was refused (offline, or nothing " \
+                           "listens there?)"
+    assert slept == []
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), f"http://127.0.0.1:{port}/x", "release b1", attempts=3)
-    assert str(e.value).startswith("release b1: giving up after 3 attempts (cannot reach")
-    assert slept == [1, 2, 4]
+    assert str(e.value) == f"release b1: cannot reach http://127.0.0.1:{port}/x: the connection was refused " \
+                           "(offline, or nothing listens there?)"
+    assert slept == []
+
+
+def test_a_name_that_does_not_resolve_is_final_at_once(tmp_path, monkeypatch):
+    slept = no_wait(monkeypatch)
+    with pytest.raises(DownloadError) as e:  # .invalid never resolves (RFC 2606)
+        download.get_json(requests.Session(), "http://mirror.invalid/x", "release b1", attempts=3)
+    assert str(e.value) == ("release b1: cannot reach http://mirror.invalid/x: the host name does not resolve "
+                            "(offline, or a wrong URL?)")
+    assert slept == []
+
+
+def test_a_stall_after_the_headers_is_retried_on_the_documented_backoff_and_bounded_by_the_deadline(
+        srv, tmp_path, monkeypatch):
+    # the server answers its headers, then sends nothing: each read times out; the waits are 1, 2
+    # (not 2, 4), nothing after the last attempt, and the read timeout never outlives --timeout
+    slept = []
+    monkeypatch.setattr(download, "_wait", lambda limits, delay, *a, **k: slept.append(delay))  # no sleep
+    srv.files["/stall"] = DATA
+    srv.script["/stall"] = [("stall", 2)] * 5
+    lim = Limits(read=0.3)
+    with pytest.raises(DownloadError):
+        download.fetch(requests.Session(), srv.url + "/stall", str(tmp_path / "p"), len(DATA), attempts=3, limits=lim)
+    assert slept == [1, 2]
+    connect, read = Limits(connect=10, read=30, deadline=8).timeout
+    assert connect <= 8 and read <= 8  # capped at the time left
 
 
 # ---- the digest --------------------------------------------------------------------------------
@@ -385,7 +411,7 @@ def test_api_server_errors_are_retried_then_given_up(srv, monkeypatch):
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3)
     assert str(e.value) == f"release b1: giving up after 3 attempts (HTTP 502 from {srv.url}/x)"
-    assert len(slept) == 3 and len(srv.log) == 3
+    assert slept == [1, 2] and len(srv.log) == 3  # each retry waits its backoff; none after the last attempt
 
 
 def test_api_rate_limit_is_waited_for_when_short_and_counted(srv, monkeypatch, capsys):
@@ -492,7 +518,7 @@ def test_five_attempts_by_default(srv, tmp_path, monkeypatch):
     srv.script["/f"] = [503] * 10
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA))
-    assert "failed after 5 attempts" in str(e.value) and len(srv.log) == 5 and len(slept) == 5
+    assert "failed after 5 attempts" in str(e.value) and len(srv.log) == 5 and slept == [1, 2, 4, 8]
     srv.script["/x"] = [503] * 10
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1")
@@ -558,7 +584,7 @@ def test_an_api_answer_cut_off_every_time_uses_up_the_attempts(srv, monkeypatch)
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3)
     assert str(e.value).startswith(f"release b1: giving up after 3 attempts (answer from {srv.url}/x cut off")
-    assert len(srv.log) == 3 and len(slept) == 3
+    assert len(srv.log) == 3 and slept == [1, 2]
 
 
 def test_a_deadline_already_past_names_only_the_download(srv, tmp_path):

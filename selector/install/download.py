@@ -73,7 +73,10 @@ class Limits:
 
     @property
     def timeout(self):
-        return (self.connect, self.read)
+        """(connect, read) for one request, each capped at the time left before the deadline: a
+        server that stalls must not hold the command past --timeout."""
+        left = max(0.1, self.remaining())
+        return (min(self.connect, left), min(self.read, left))
 
     def remaining(self) -> float:
         return self.deadline - (time.monotonic() - self.started)
@@ -142,6 +145,28 @@ def rate_limit(r, token_set: bool) -> tuple[float, str] | None:
     return wait, f"GitHub API rate limit reached (HTTP {r.status_code}); it resets at {when} (in {wait:.0f} s){hint}"
 
 
+def unreachable(e) -> str | None:
+    """Why a connection error is final at once, or None: a refused connection or a name that does
+    not resolve says the same on every attempt (offline, a typo in a mirror URL); a timeout or a
+    reset may pass."""
+    if isinstance(e, requests.Timeout):
+        return None
+    text = repr(e)
+    if "NameResolutionError" in text or "Name or service not known" in text or "getaddrinfo failed" in text \
+            or "nodename nor servname" in text or "Temporary failure in name resolution" in text:
+        return "the host name does not resolve (offline, or a wrong URL?)"
+    if "ConnectionRefusedError" in text or "Connection refused" in text or "[Errno 111]" in text:
+        return "the connection was refused (offline, or nothing listens there?)"
+    return None
+
+
+def _again(failures: int, attempts: int, limits: Limits, delay: float, why: str, progress=None, what="") -> None:
+    """After a failed attempt (``failures`` counts it): wait ``delay`` when another attempt follows;
+    after the last one, nothing is announced and nothing waited."""
+    if failures < attempts:
+        _wait(limits, delay, why, progress, what)
+
+
 def _wait(limits: Limits, delay: float, why: str, progress=None, what="") -> None:
     if limits.remaining() < delay:
         raise DownloadError(f"{what or why}: waiting {delay:.0f} s would pass the overall deadline of "
@@ -178,9 +203,12 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
                     continue
                 break
         except (requests.ConnectionError, requests.Timeout) as e:
+            final = unreachable(e)
+            if final:
+                raise DownloadError(f"{what}: cannot reach {hop}: {final}") from None
             last = f"cannot reach {hop}: {e.__class__.__name__}"
-            _wait(limits, backoff(failures), last, progress, what)
             failures += 1
+            _again(failures, attempts, limits, backoff(failures - 1), last, progress, what)
             continue
         except requests.RequestException as e:
             raise DownloadError(f"{what}: {hop}: {e.__class__.__name__}: {e}") from None
@@ -197,8 +225,8 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
         if retryable_status(r.status_code):
             last = f"HTTP {r.status_code} from {hop}"
             ra = retry_after(r)
-            _wait(limits, backoff(failures) if ra is None else ra, last, progress, what)
             failures += 1
+            _again(failures, attempts, limits, backoff(failures - 1) if ra is None else ra, last, progress, what)
             continue
         if r.status_code == 404:
             raise DownloadError(f"{what} not found (HTTP 404 from {hop}); check the version pin or the mirror "
@@ -210,8 +238,8 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
             body = _json_body(r, hop, what, limits)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
             last = f"answer from {hop} cut off: {e.__class__.__name__}"
-            _wait(limits, backoff(failures), last, progress, what)
             failures += 1
+            _again(failures, attempts, limits, backoff(failures - 1), last, progress, what)
             continue
         try:
             return json.loads(body)
@@ -301,9 +329,13 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
         except requests.TooManyRedirects:
             raise DownloadError(f"download of {url}: too many redirects (a redirect loop?)") from None
         except (requests.ConnectionError, requests.Timeout) as e:
+            final = unreachable(e)
+            if final:
+                raise DownloadError(f"download of {url}: {final}") from None
             last = f"cannot reach {url}: {e.__class__.__name__}"
-            _wait(limits, backoff(failures), last, progress, f"download of {url}")
             failures += 1
+            _again(failures, attempts if tries < MAX_TRIES else 0, limits, backoff(failures - 1), last, progress,
+                   f"download of {url}")
             continue
         except requests.RequestException as e:
             raise DownloadError(f"download of {url}: {e.__class__.__name__}: {e}") from None
@@ -319,8 +351,9 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
             if retryable_status(r.status_code):
                 last = f"HTTP {r.status_code} from {url}"
                 ra = retry_after(r)
-                _wait(limits, backoff(failures) if ra is None else ra, last, progress, f"download of {url}")
                 failures += 1
+                _again(failures, attempts if tries < MAX_TRIES else 0, limits,
+                       backoff(failures - 1) if ra is None else ra, last, progress, f"download of {url}")
                 continue
             if r.status_code >= 400:
                 raise DownloadError(f"HTTP {r.status_code} for {url}" +
@@ -368,16 +401,20 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
                     _Slow) as e:
                 why = str(e) if isinstance(e, _Slow) else e.__class__.__name__
                 last = f"connection dropped after {os.path.getsize(partial)} bytes ({why})"
+                delay = backoff(failures)  # of the attempt that just failed (a drop after progress costs none)
                 if not gained:
                     failures += 1
-                _wait(limits, backoff(failures), last, progress, f"download of {url}")
+                _again(failures, attempts if tries < MAX_TRIES else 0, limits, delay, last, progress,
+                       f"download of {url}")
                 continue
         got = os.path.getsize(partial)
         if size is not None and got < size:
             last = f"connection closed after {got} of {size} bytes"
+            delay = backoff(failures)
             if not gained:
                 failures += 1
-            _wait(limits, backoff(failures), last, progress, f"download of {url}")
+            _again(failures, attempts if tries < MAX_TRIES else 0, limits, delay, last, progress,
+                   f"download of {url}")
             continue
         return h.hexdigest()
     raise DownloadError(f"download of {url} failed after {tries} attempts ({last}); "
