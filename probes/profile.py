@@ -274,11 +274,19 @@ _PATTERNS = {"gfx": r"gfx[0-9]{1,2}[0-9a-f]{2}", "gfx_effective": r"gfx[0-9]{1,2
              "sm": r"sm_[0-9]{2,3}[a-z]?"}
 
 
-def _check_target(name, value, where, path):
-    import re
+_COMPILED: dict = {}
 
+
+def _check_target(name, value, where, path):
     pat = _PATTERNS.get(name)
-    if pat and isinstance(value, str) and not re.fullmatch(pat, value):
+    if pat is None or not isinstance(value, str):
+        return value
+    rx = _COMPILED.get(name)
+    if rx is None:
+        import re
+
+        rx = _COMPILED[name] = re.compile(pat)
+    if not rx.fullmatch(value):
         raise ProfileError(where, path, f"must be a {'CUDA' if name == 'sm' else 'gfx'} target "
                                         f"({'sm_89' if name == 'sm' else 'gfx1100, gfx90a'}) or null, found {value!r}")
     return value

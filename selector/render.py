@@ -229,26 +229,10 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
                                     (" ".join(f"{k}={v}" for k, v in chosen.extra["env"].items()), "bold")))
         if own and d.recipe in own["recipes"]:
             own_choice_recipe(con, own["engine"], own["recipes"][d.recipe])
-        t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1))
-        t.add_column(width=2)
-        t.add_column()
-        t.add_column()
-        t.add_column()
-        for v in d.backends:
-            mark = "✓" if v.supported else "✗"
-            if v.supported:
-                detail = _device_words(v.device)
-                if len(v.devices) > 1:
-                    detail += f" (+{len(v.devices) - 1} more: {', '.join(_short(x) for x in v.devices[1:])})"
-                if v.notes:
-                    detail += f" · {'; '.join(v.notes)}"
-                style = "bold" if v.name == d.backend else ""
-                t.add_row(Text(mark, style="green"), Text(v.name, style=style),
-                          Text(v.state, style=STATE_STYLE.get(v.state, "")), Text(detail))
-            else:
-                t.add_row(Text(mark, style="dim"), Text(v.name, style="dim"), Text(v.state, style="dim"),
-                          Text(v.reason, style="dim"))
-        con.print(t)
+        if not con.is_terminal and con.width >= UNBOUNDED:  # a pipe: one line per backend, nothing wraps
+            _verdict_lines(con, d)
+        elif not _verdict_rows(con, d, Text):  # a terminal too narrow for the columns: rich's table
+            con.print(_verdict_table(d, Table, Text))
         for n in d.notes:
             con.print(f"  [cyan]i[/cyan] {n}")
         render_warnings(con, d.warnings)
@@ -261,6 +245,78 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
     if shown or extra_warnings:
         con.print()
         render_warnings(con, [f"{w.probe}: {w.message}" for w in shown] + list(extra_warnings))
+
+
+UNBOUNDED = 100_000  # the width term.console gives a pipe
+
+
+def _verdict_cells(d) -> list[tuple[str, str, str, str, bool]]:
+    """(mark, name, state, detail, supported) of each backend, in the catalog's order."""
+    out = []
+    for v in d.backends:
+        if v.supported:
+            detail = _device_words(v.device)
+            if len(v.devices) > 1:
+                detail += f" (+{len(v.devices) - 1} more: {', '.join(_short(x) for x in v.devices[1:])})"
+            if v.notes:
+                detail += f" · {'; '.join(v.notes)}"
+            out.append(("✓", v.name, v.state, detail, True))
+        else:
+            out.append(("✗", v.name, v.state, v.reason, False))
+    return out
+
+
+def _verdict_lines(con, d) -> None:
+    """The verdict table as a pipe shows it (what rich's grid prints at an unbounded width: columns
+    padded to their widest cell, two spaces between), without laying out a table."""
+    cells = _verdict_cells(d)
+    wn = max((len(c[1]) for c in cells), default=0)
+    ws = max((len(c[2]) for c in cells), default=0)
+    out = con.file
+    for mark, name, state, detail, _ in cells:
+        out.write(f"{mark:<2}  {name:<{wn}}  {state:<{ws}}  {detail}".rstrip() + "\n")
+
+
+def _verdict_rows(con, d, Text) -> bool:
+    """The verdict grid on a terminal: name and state columns padded to their widest cell, the
+    detail wrapped (by rich) under its own column.  What rich's table prints, laid out without
+    measuring a table (most of the time `pick` spends drawing).  False when the terminal leaves the
+    detail column under 20 cells: then the table lays it out."""
+    cells = _verdict_cells(d)
+    wn = max((len(c[1]) for c in cells), default=0)
+    ws = max((len(c[2]) for c in cells), default=0)
+    indent = 2 + 2 + wn + 2 + ws + 2
+    width = con.width - indent
+    if width < 20:
+        return False
+    pad = " " * indent
+    for mark, name, state, detail, ok in cells:
+        dim = "" if ok else "dim"
+        lines = Text(detail, style=dim).wrap(con, width)
+        first = lines[0] if len(lines) else Text("")
+        con.print(Text.assemble((mark.ljust(2), "green" if ok else "dim"), "  ",
+                                (name.ljust(wn), ("bold" if name == d.backend else "") if ok else "dim"), "  ",
+                                (state.ljust(ws), STATE_STYLE.get(state, "") if ok else "dim"), "  ", first),
+                  no_wrap=True, crop=False)
+        for line in list(lines)[1:]:
+            con.print(Text.assemble(pad, line), no_wrap=True, crop=False)
+    return True
+
+
+def _verdict_table(d, Table, Text):
+    t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1))
+    t.add_column(width=2)
+    t.add_column()
+    t.add_column()
+    t.add_column()
+    for mark, name, state, detail, ok in _verdict_cells(d):
+        if ok:
+            t.add_row(Text(mark, style="green"), Text(name, style="bold" if name == d.backend else ""),
+                      Text(state, style=STATE_STYLE.get(state, "")), Text(detail))
+        else:
+            t.add_row(Text(mark, style="dim"), Text(name, style="dim"), Text(state, style="dim"),
+                      Text(detail, style="dim"))
+    return t
 
 
 def _requirement_words(key, value) -> str:
