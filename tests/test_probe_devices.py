@@ -682,3 +682,12 @@ def test_ggml_vk_visible_devices_with_several_devices_is_not_guessed(tmp_path):
     ws = [w.message for w in p.warnings if w.probe == "vulkan"]
     assert any("entry 'x' is not a device index" in w for w in ws) and any("keeps no Vulkan device" in w for w in ws)
     assert [g.vulkan_visible for g in p.nvidia_gpus + p.intel_gpus] == [False, False]
+
+
+def test_a_cuda_visible_devices_that_hides_every_gpu_says_so(tmp_path, cli):
+    root = _copy("linux-ubuntu22.04-titanv-rtx5880ada", tmp_path)
+    _edit(root, lambda d: d.update(env={"CUDA_VISIBLE_DEVICES": ""}))  # CUDA: empty means no device
+    r = cli("--root", str(root), "check", "trellis", "cuda12", "--json")
+    assert r.rc == 3 and r.json()["reason"] == "No visible NVIDIA GPU (CUDA_VISIBLE_DEVICES hides them)"
+    r = cli("--root", str(root), "check", "trellis", "vulkan", "--json")  # Vulkan ignores CUDA's variable
+    assert r.rc == 0 and r.json()["device"]["type"] == "nvidia_gpu"
