@@ -500,3 +500,18 @@ def test_where_lemonades_rule_differs_the_pick_says_so():
            "rocm on the AMD GPU)" in rec["notes"]
     lem = run_cli("--root", root, "llamacpp", "--policy", "lemonade", "--json").json()["recipes"]["llamacpp"]
     assert lem["backend"] == "vulkan" and lem["device"]["type"] == "cpu"
+
+
+def test_a_discrete_intel_arc_beats_an_amd_igpu_for_vulkan_and_no_override_note_without_an_override(run):
+    # a Ryzen desktop's Raphael iGPU (gfx1036, 512 MiB carve-out) and an Arc A770 (Intel reports no
+    # memory size): the discrete card is the Vulkan device
+    prof = profile([amd(0, "gfx1036", "AMD Radeon Graphics (Raphael)", 0.5, integrated=True)])
+    prof["vulkan"]["gpu_drivers"] = ["radeon_icd", "intel_icd"]
+    prof["amd_gpus"][0]["vulkan_driver"] = "radeon_icd"
+    prof["intel_gpus"] = [{"name": "Intel Arc A770", "arc": True, "index": 0, "render_node": "/dev/dri/renderD129",
+                           "pci": {"vendor": "0x8086", "device": "0x56a0"}, "vulkan_driver": "intel_icd"}]
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    assert [d["name"] for d in v["devices"]] == ["Intel Arc A770", "AMD Radeon Graphics (Raphael)"]
+    rocm = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "rocm")
+    assert rocm["supported"] and not any("judged as" in n for n in rocm["notes"])
