@@ -491,7 +491,7 @@ def _judge_intel(m: Machine, row: Row, fams):
             why = _family_reason(row, fam, g.name) or f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})"
         else:
             why = _access_reason(g, row.backend, "graphics") or requires.check(m, row, g)
-        yield Device("intel_gpu", fam, getattr(g, "index", 0), g.name, gpu=g), why
+        yield Device("intel_gpu", fam, g.index, g.name, gpu=g), why
 
 
 def _absent_reason(m: Machine, row: Row, dtype: str, fams) -> str:

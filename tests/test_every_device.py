@@ -496,8 +496,10 @@ def test_where_lemonades_rule_differs_the_pick_says_so():
     root = machine("linux-ubuntu22.04-8x-mi300x")
     rec = run_cli("--root", root, "llamacpp", "--json").json()["recipes"]["llamacpp"]
     assert rec["backend"] == "rocm"
-    assert "--policy lemonade would pick vulkan (Lemonade takes the first supported row; accelerator-first prefers " \
-           "rocm on the AMD GPU)" in rec["notes"]
+    # all eight GPUs take the same build: no run_env, and no note but this one
+    assert rec["run_env"] == {} and rec["notes"] == [
+        "--policy lemonade would pick vulkan (Lemonade takes the first supported row; accelerator-first prefers "
+        "rocm on the AMD GPU)"]
     lem = run_cli("--root", root, "llamacpp", "--policy", "lemonade", "--json").json()["recipes"]["llamacpp"]
     assert lem["backend"] == "vulkan" and lem["device"]["type"] == "cpu"
 
@@ -515,3 +517,11 @@ def test_a_discrete_intel_arc_beats_an_amd_igpu_for_vulkan_and_no_override_note_
     assert [d["name"] for d in v["devices"]] == ["Intel Arc A770", "AMD Radeon Graphics (Raphael)"]
     rocm = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "rocm")
     assert rocm["supported"] and not any("judged as" in n for n in rocm["notes"])
+
+
+def test_the_cpu_device_is_named_by_its_brand():
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-debian12-gtx1080"), "check", "llamacpp", "cpu", "--json")
+    assert r.json()["device"] == {"type": "cpu", "family": "x86_64", "index": 0,
+                                  "name": "Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz"}
