@@ -525,3 +525,11 @@ def test_the_cpu_device_is_named_by_its_brand():
     r = run_cli("--root", machine("linux-debian12-gtx1080"), "check", "llamacpp", "cpu", "--json")
     assert r.json()["device"] == {"type": "cpu", "family": "x86_64", "index": 0,
                                   "name": "Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz"}
+
+
+def test_a_row_for_three_oses_names_all_three_on_a_fourth(run):
+    prof = profile()
+    prof["os"]["name"] = "freebsd"
+    r, doc = run(prof, "onnxruntime")
+    (cpu,) = doc["recipes"]["onnxruntime"]["backends"]
+    assert cpu["reason"] == "Requires Windows, Linux or macOS"
