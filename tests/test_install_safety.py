@@ -654,3 +654,33 @@ def test_a_link_planted_at_the_lock_is_refused_and_its_target_never_created(srv,
     assert "a symbolic link where the lock file belongs" in r.err and "vulkan.lock" in r.err
     assert not os.path.lexists(target)
     assert os.path.isdir(dest)  # the previous install is untouched
+
+
+def _declaring(data: bytes, name: str, size: int) -> bytes:
+    """The zip ``data`` with the central directory entry of ``name`` declaring ``size`` bytes
+    unpacked (a bomb's index: what a reader sees before it inflates anything)."""
+    import struct
+
+    out = bytearray(data)
+    i = out.find(b"PK\x01\x02")
+    while i != -1:
+        n = struct.unpack_from("<H", out, i + 28)[0]
+        if bytes(out[i + 46:i + 46 + n]).decode() == name:
+            struct.pack_into("<I", out, i + 24, size)
+        i = out.find(b"PK\x01\x02", i + 4)
+    return bytes(out)
+
+
+def test_an_archive_declaring_over_twenty_times_its_size_is_refused_before_writing(srv, tmp_path):
+    # 1 MiB of zeros deflates to about 1 KiB; the index then claims 600 MiB: far past max(20 x size,
+    # 512 MiB), and far under the 32 GiB cap, so the ratio is what refuses it
+    data = zip_of([("llama-server", SCRIPT, 0o755), ("zeros.bin", b"\0" * (1 << 20))], zipfile.ZIP_DEFLATED)
+    bomb = _declaring(data, "zeros.bin", 600 * 1024 * 1024)
+    cache = tmp_path / "c"
+    r = nightly(srv, cache, bomb)
+    assert r.rc == 4, r.err
+    assert "declares 600.0 MiB unpacked from" in r.err and "more than 20 times its size" in r.err
+    assert "refusing before writing" in r.err and leftovers(cache) == []
+    # the same archive with an honest index installs (1 MiB from a few KiB is under the 512 MiB floor)
+    r = nightly(srv, tmp_path / "ok", data)
+    assert r.rc == 0, r.err

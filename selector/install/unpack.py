@@ -318,13 +318,42 @@ def extract(archive, staging: str, name: str | None = None, caps: Caps | None = 
         tree.close()
 
 
+# A declared size past max(RATIO x the archive, RATIO_FLOOR) is a decompression bomb: cargo's rule for
+# crate archives (rust-lang/cargo, "max(20 x compressed size, 512 MiB)"). Real builds stay far below
+# it: llama.cpp CPU/Vulkan 2-3:1, a CUDA build 8.6:1 (ggml-org/llama.cpp#16205), a TheRock runtime
+# 5.7:1 (lemonade-sdk/lemonade#1124).
+RATIO, RATIO_FLOOR = 20, 512 * 1024 * 1024
+
+
+def _archive_size(archive) -> int | None:
+    try:
+        if isinstance(archive, (str, bytes, os.PathLike)):
+            return os.path.getsize(archive)
+        pos = archive.tell()
+        size = archive.seek(0, os.SEEK_END)
+        archive.seek(pos)
+        return size
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def _check_declared(tree: Tree, declared: int, archive) -> None:
+    """Refuse, before a byte is written, an archive whose index declares more than the cap or more
+    than RATIO times its own size (past RATIO_FLOOR)."""
+    if declared > tree.caps.max_bytes:
+        raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked, more than the cap of "
+                           f"{human(tree.caps.max_bytes)}; refusing before writing ({MAX_UNPACKED_ENV})")
+    size = _archive_size(archive)
+    if size and declared > max(RATIO * size, RATIO_FLOOR):
+        raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked from {human(size)}, more than "
+                           f"{RATIO} times its size and over {human(RATIO_FLOOR)} (a decompression bomb); "
+                           "refusing before writing")
+
+
 def _extract_zip(archive, tree: Tree):
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
-        declared = sum(max(i.file_size, 0) for i in infos)
-        if declared > tree.caps.max_bytes:
-            raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked, more than the cap of "
-                               f"{human(tree.caps.max_bytes)}; refusing before writing ({MAX_UNPACKED_ENV})")
+        _check_declared(tree, sum(max(i.file_size, 0) for i in infos), archive)
         if len(infos) > tree.caps.max_entries:
             raise ArchiveError(f"{tree.label}: {len(infos)} entries, more than {tree.caps.max_entries}; "
                                f"refusing ({MAX_ENTRIES_ENV})")
@@ -394,10 +423,7 @@ def _extract_7z(archive, tree: Tree):
 
     with py7zr.SevenZipFile(archive) as z:
         entries = z.list()
-        declared = sum(e.uncompressed or 0 for e in entries if not e.is_directory)
-        if declared > tree.caps.max_bytes:
-            raise ArchiveError(f"{tree.label}: declares {human(declared)} unpacked, more than the cap of "
-                               f"{human(tree.caps.max_bytes)}; refusing before writing ({MAX_UNPACKED_ENV})")
+        _check_declared(tree, sum(e.uncompressed or 0 for e in entries if not e.is_directory), archive)
         files = {}
         for e in entries:
             rel = _check_name(e.filename, tree.label)
