@@ -272,3 +272,16 @@ def test_an_upgrade_leaves_only_the_new_install_and_says_what_it_repaired(srv, t
     assert shown.said == [f"repaired: removed {base / 'vulkan.staging'}"]
     assert sorted(os.listdir(base)) == ["vulkan", "vulkan.lock"]  # the replaced install is gone, no .old
     assert (base / "vulkan" / "version.txt").read_text() == f"{TAG}\n"
+
+
+@pytest.mark.parametrize("kw,factor", [({}, 3), ({"dest": "llamacpp/cuda", "asset": "llama-b1-bin-win-cuda-12.4-x64.zip"}, 9),
+                                       ({"kind": "runtime", "dest": "therock/gfx1151-7.14.0"}, 6)])
+def test_free_space_is_estimated_by_what_the_archive_is(srv, tmp_path, monkeypatch, kw, factor):
+    # docs/install.md: 3x a build, 9x a CUDA build (8.6:1 measured), 6x a TheRock runtime (5.7:1)
+    a = backend(**kw)
+    srv.release(a.repo, a.tag, {a.asset: BUILD})
+    need = len(BUILD) * (1 + factor)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**12, 0, need - 1))
+    with pytest.raises(InstallError) as e:
+        installer.install(plan_of(a), str(tmp_path / "cache"), "linux")
+    assert f"about {installer.human(need)} needed" in str(e.value) and f"estimated at {factor}x" in str(e.value)

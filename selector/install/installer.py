@@ -28,7 +28,21 @@ from selector.install.unpack import (ArchiveError, Caps, Swap, crash_point, extr
                                      needs_repair, remove_tree, repair, strip_wrapper, write_own)
 
 SHA256 = re.compile(r"sha256:[0-9a-fA-F]{64}")
-UNPACK_FACTOR = 3  # free-space estimate: an archive unpacks to at most about this many times its size
+# free-space estimate: how many times its size an archive unpacks to, by what it is (measured, with
+# room): llama.cpp CPU/Vulkan builds 2-3:1; a CUDA build 8.6:1 (ggml-org/llama.cpp#16205); a TheRock
+# runtime 5.7:1 (lemonade-sdk/lemonade#1124)
+UNPACK_FACTOR = 3
+UNPACK_FACTORS = {"cuda": 9, "runtime": 6}
+
+
+def unpack_factor(a) -> int:
+    """The estimate for one artifact: a runtime (TheRock), a CUDA build (its asset or directory names
+    cuda), else a plain build."""
+    if a.kind == "runtime":
+        return UNPACK_FACTORS["runtime"]
+    if "cuda" in f"{a.dest} {a.asset}".lower():
+        return UNPACK_FACTORS["cuda"]
+    return UNPACK_FACTOR
 
 
 class InstallError(Exception):
@@ -171,13 +185,17 @@ def install(plan: Plan, cache: str, os_name: str, allow_unverified=(), reinstall
 def _check_space(todo, cache, from_files) -> None:
     """Download + staging must fit next to the old install (which stays until the swap)."""
     need = 0
+    factors = set()
     for a in todo:
         size = a.size
+        factor = unpack_factor(a)
         if a.dest in from_files:
             size = os.path.getsize(from_files[a.dest])
-            need += size * UNPACK_FACTOR
+            need += size * factor
+            factors.add(factor)
         elif size is not None:
-            need += size * (1 + UNPACK_FACTOR)
+            need += size * (1 + factor)
+            factors.add(factor)
     if not need:
         return
     p = os.path.join(cache, "bin")
@@ -187,8 +205,8 @@ def _check_space(todo, cache, from_files) -> None:
         free = shutil.disk_usage(p).free
     if free < need:
         raise InstallError(f"not enough free space in {p}: {human(free)} free, about {human(need)} needed "
-                           f"(the download and its unpacked copy, estimated at {UNPACK_FACTOR}x; the old "
-                           "install stays until the swap)")
+                           f"(the download and its unpacked copy, estimated at "
+                           f"{' and '.join(f'{f}x' for f in sorted(factors))}; the old install stays until the swap)")
 
 
 def _install_all(todo, cache, os_name, progress, results, limits, caps, from_files, verify, plan):
