@@ -851,7 +851,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                                  f"row; accelerator-first prefers {chosen.name} on the "
                                  f"{TYPE_WORDS[chosen.device.type]})")
         if chosen is not None:
-            why += _losers(vs, chosen, catalog, recipe_name, settings)
+            why += _losers(vs, chosen, catalog, recipe_name)
     if chosen is None:
         no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"
         return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
@@ -870,7 +870,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                     warnings, notes, channel, run_env, kept)
 
 
-def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str, settings: Settings) -> str:
+def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str) -> str:
     """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
     after = vs[vs.index(chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
     lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
@@ -878,7 +878,7 @@ def _losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str, s
     if not lost:
         return ""
     owner = catalog.extra.get("owner") or catalog.name
-    order = "Lemonade's order" if settings.policy == "lemonade" and owner == "Lemonade" else f"{owner}'s order"
+    order = f"{owner}'s order"  # only accelerator-first names losers: under --policy lemonade the first row wins
     names = _and(lost)
     flags = " or ".join(f"--backend {n}" for n in lost)
     return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"

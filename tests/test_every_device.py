@@ -533,3 +533,10 @@ def test_a_row_for_three_oses_names_all_three_on_a_fourth(run):
     r, doc = run(prof, "onnxruntime")
     (cpu,) = doc["recipes"]["onnxruntime"]["backends"]
     assert cpu["reason"] == "Requires Windows, Linux or macOS"
+
+
+def test_an_amd_device_carries_its_kfd_unique_id_as_its_uuid():
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-ubuntu24.04-radeonvii-w7500-rx6600"), "check", "llamacpp", "rocm", "--json")
+    assert r.json()["device"]["uuid"] == "GPU-6cd7a02e6951e9cc"  # the W7500's KFD unique_id, as ROCm prints it
