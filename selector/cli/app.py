@@ -194,10 +194,7 @@ def main(argv=None):
         e.show()
         sys.exit(e.exit_code)
     except BrokenPipeError:
-        try:
-            sys.stdout = None  # nothing more can reach the reader; do not fail again on exit
-        finally:
-            sys.exit(0)
+        _reader_left()
     except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
         where = printable(e.filename or "?")
         _fail(EXIT_INPUT, f"{where}: {e.strerror or e}", as_json)
@@ -209,4 +206,20 @@ def main(argv=None):
             _fail(1, f"internal error: {type(e).__name__}: {e} (PICK_BACKEND_DEBUG=1 shows where; "
                      "please report it)", as_json)
         _fail(code, str(e), as_json and not getattr(e, "json_printed", False))
+    try:
+        sys.stdout.flush()  # what is still buffered: a reader that left shows here, not at exit
+    except BrokenPipeError:
+        _reader_left()
     sys.exit(0)
+
+
+def _reader_left() -> None:
+    """The reader closed the pipe (``| head -1``): nothing more can reach it.  stdout goes to devnull
+    (so the flush at exit cannot fail again, Python's own recipe) and the command ends with 0."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(0)
+
