@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from selector.term import _NoTrailingSpaces, console, wrap_parts  # noqa: F401 (the renderer's console)
+from selector.term import console, wrap_parts  # noqa: F401 (console: the renderer's, re-exported)
 
 PICK_SCHEMA_VERSION = 1
 

@@ -30,12 +30,8 @@ def console(stderr: bool = False):
 
 
 def _reader_left() -> None:
-    """The reader closed the pipe (``| head -1``): nothing more can reach it.  Point stdout at
-    devnull (so the exit flush cannot fail again) and end as the CLI ends any closed pipe: exit 0."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    """The reader closed the pipe (``| head -1``).  rich's own handler exits 1; hand it to the CLI's
+    exit path instead (selector/cli/app.py), which silences stdout and ends with 0."""
     raise BrokenPipeError
 
 
