@@ -16,7 +16,7 @@ from probes.section import Section, section
 
 STRING_NAMES = ("machdep.cpu.brand_string", "hw.model", "kern.osproductversion", "kern.osversion", "kern.osrelease")
 INT_NAMES = ("hw.optional.arm64", "sysctl.proc_translated", "hw.memsize", "hw.ncpu", "hw.physicalcpu",
-             "hw.logicalcpu")
+             "hw.logicalcpu", "iogpu.wired_limit_mb")  # the last: a user's raise of Metal's working set (0: default)
 
 INTEL_NOTE = ("Intel Mac: Metal backends for macOS are built for Apple Silicon (arm64) GPUs only, "
               "and this Mac has none")
@@ -94,6 +94,12 @@ def probe_metal(host, profile) -> None:
         return
     metal.available = True
     metal.note = None
+    ws = s.at("metal", "recommended_max_working_set")
+    wired = s.get("int", "sysctl", "iogpu.wired_limit_mb")
+    if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0:
+        metal.working_set_bytes = ws
+    elif wired:
+        metal.working_set_bytes = wired << 20
 
 
 def probe_vulkan(host, profile) -> None:
@@ -143,9 +149,28 @@ def read_live() -> dict:
         create = metal.MTLCreateSystemDefaultDevice
         create.restype = ctypes.c_void_p
         create.argtypes = []
-        out["metal"] = {"default_device": bool(create())}
+        device = create()
+        out["metal"] = {"default_device": bool(device)}
+        if device:
+            out["metal"]["recommended_max_working_set"] = _working_set(device)
     except Exception as e:
         errors.append(f"metal: {type(e).__name__}: {e}")
     if errors:
         out["errors"] = errors
     return out
+
+
+def _working_set(device) -> int | None:
+    """[MTLDevice recommendedMaxWorkingSetSize] through the Objective-C runtime (no PyObjC)."""
+    import ctypes
+
+    try:
+        objc = ctypes.CDLL("/usr/lib/libobjc.A.dylib")
+        objc.sel_registerName.restype = ctypes.c_void_p
+        objc.sel_registerName.argtypes = [ctypes.c_char_p]
+        send = objc.objc_msgSend
+        send.restype = ctypes.c_uint64
+        send.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        return int(send(device, objc.sel_registerName(b"recommendedMaxWorkingSetSize"))) or None
+    except Exception:
+        return None

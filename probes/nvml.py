@@ -69,7 +69,8 @@ def _query() -> dict:
             except N.NVMLError:
                 g["compute_capability"] = None
             try:
-                g["memory_total"] = int(N.nvmlDeviceGetMemoryInfo(h).total)
+                info = N.nvmlDeviceGetMemoryInfo(h)
+                g["memory_total"], g["memory_free"] = int(info.total), int(info.free)
             except N.NVMLError:
                 g["memory_total"] = None  # GB10: NotSupported
             try:

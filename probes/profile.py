@@ -75,6 +75,7 @@ class AmdGpu(Record):
     gfx_override_refused: bool = False  # the override crosses a major version: ROCm refuses it
     vulkan_driver: str | None = None  # the Vulkan ICD that drives it (radeon_icd, amd-vulkan64), or None
     vulkan_visible: bool = True  # not hidden from llama.cpp's Vulkan backend by GGML_VK_VISIBLE_DEVICES
+    vram_used_bytes: int | None = None  # amdgpu mem_info_vram_used at probe time
 
 
 class NvidiaGpu(Record):
@@ -93,6 +94,8 @@ class NvidiaGpu(Record):
     usable: bool = True  # device nodes (/dev/nvidiaN, /dev/nvidiactl) usable, or NVML answers
     access_fix: str | None = None
     cuda_index: int | None = None  # index among the CUDA-visible GPUs (after CUDA_VISIBLE_DEVICES)
+    memory_free_bytes: int | None = None  # NVML's free memory at probe time
+    unified: bool = False  # no memory of its own: it allocates system memory (GB10, Jetson)
     vulkan_driver: str | None = None  # the Vulkan ICD that drives it (nvidia_icd, nv-vk64), or None
     vulkan_visible: bool = True
 
@@ -125,6 +128,9 @@ class Metal(Record):
     available: bool = False
     chip: str | None = None
     note: str | None = None
+    # Metal's recommendedMaxWorkingSetSize: the memory a process's GPU work can hold (captured, or
+    # the iogpu.wired_limit_mb setting); None when neither was read (probes/memory.py estimates it)
+    working_set_bytes: int | None = None
 
 
 class Vulkan(Record):

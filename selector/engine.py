@@ -8,6 +8,7 @@ type), built once per profile and reused for every recipe.
 
 from __future__ import annotations
 
+from probes import memory
 from probes.record import Record, field
 from probes.util import parse_override
 
@@ -337,6 +338,14 @@ def _integrated(d: Device) -> bool:
     return bool(getattr(g, "integrated", False))
 
 
+def _usable(d: Device) -> int:
+    """The memory an engine can allocate on it: an APU's GTT counts (probes/memory.py)."""
+    g = d.gpu
+    if d.type == "amd_gpu" and g is not None:
+        return memory.amd(g).usable or 0
+    return d.memory_bytes or 0
+
+
 def _amd_device(m: Machine, g, fam, token) -> Device:
     key = (id(g), fam, token)
     dev = m.devices.get(key)
@@ -641,7 +650,7 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
         # stable, so within one type the type's own order (lower index first) stays, and one type is
         # already in that order (so sorting it would change nothing: a speed guard, not a rule)
         if acc_types > 1:  # pragma: no mutate
-            acc_found.sort(key=lambda d: (_integrated(d), -(d.memory_bytes or 0)))
+            acc_found.sort(key=lambda d: (_integrated(d), -_usable(d)))
         if acc_found[0].type in unlisted:
             acc_notes.append(_unlisted_note(catalog, row, acc_found[0]))
         return _row_found(m, row, acc_found, acc_notes, passed_all, [])

@@ -142,6 +142,8 @@ def render_warnings(con, warnings) -> None:
 def probe_human(profile, con) -> None:
     from rich.table import Table
 
+    from probes import memory
+
     con.print(wrap_parts(os_parts(profile), con.width), style="bold")
     cpu = profile.cpu
     con.print(f"CPU: {cpu.brand or cpu.arch}" + (f", {cpu.cores} threads" if cpu.cores else "")
@@ -162,11 +164,12 @@ def probe_human(profile, con) -> None:
         if not g.visible:
             notes.append("hidden")
         t.add_row(f"amd{g.index}", g.name, target, "integrated" if g.integrated else "discrete",
-                  gib(g.vram_bytes), g.driver or "-", ", ".join(notes))
+                  memory.amd(g).describe(), g.driver or "-", ", ".join(notes))
         rows += 1
     for g in profile.nvidia_gpus:
         notes = [g.source] + ([] if g.visible else ["hidden"])
-        t.add_row(f"nv{g.index}", g.name, g.sm or "sm unknown", "discrete", gib(g.memory_bytes),
+        t.add_row(f"nv{g.index}", g.name, g.sm or "sm unknown", "integrated" if g.unified else "discrete",
+                  memory.nvidia(g).describe(),
                   g.driver_version or "none", ", ".join(notes))
         rows += 1
     for g in getattr(profile, "intel_gpus", []):
@@ -178,7 +181,8 @@ def probe_human(profile, con) -> None:
                   else "[red]not bound[/red]", n.device_node or "-")
         rows += 1
     if profile.metal.available:
-        t.add_row("metal", profile.metal.chip or "Apple GPU", "metal", "integrated", gib(cpu.memory_bytes), "-", "")
+        t.add_row("metal", profile.metal.chip or "Apple GPU", "metal", "integrated",
+                  memory.metal(profile).describe(), "-", "")
         rows += 1
     if rows:
         con.print(t)

@@ -54,6 +54,7 @@ def _drm_facts(host, devpath: str) -> dict:
         "class": parse_hex(rd("class")),
         "vram": parse_int(rd("mem_info_vram_total")),
         "gtt": parse_int(rd("mem_info_gtt_total")),
+        "vram_used": parse_int(rd("mem_info_vram_used")),
         "board_info": host.exists(f"{devpath}/board_info"),
         "driver": host.link_name(f"{devpath}/driver"),
         "bus_id": host.link_name(devpath),
@@ -172,6 +173,8 @@ def _finish(host, profile, gpu: AmdGpu, facts: dict, row: dict | None, compute_p
     gtt = info.get("gtt_size") if ok else None
     gpu.vram_bytes = vram if _count(vram) else facts.get("vram")
     gpu.gtt_bytes = gtt if _count(gtt) else facts.get("gtt")
+    used = facts.get("vram_used")
+    gpu.vram_used_bytes = used if isinstance(used, int) and gpu.vram_bytes and used <= gpu.vram_bytes else None
     _access(host, profile, gpu, compute_possible, info)
 
 

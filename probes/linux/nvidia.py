@@ -77,7 +77,11 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
         name = str(g.get("name") or "NVIDIA GPU")
         mem = g.get("memory_total")
         source = "nvml"
+        free = g.get("memory_free")
+        free = free if isinstance(free, int) and not isinstance(free, bool) and 0 <= free <= (mem or 0) else None
+        unified = False
         if not isinstance(mem, int) or isinstance(mem, bool):
+            unified = True
             if mem_fallback is None:
                 mem_fallback = system_memory()
             mem = mem_fallback
@@ -93,6 +97,8 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
                 sm=_sm(cc),
                 compute_capability=list(cc) if cc else None,
                 memory_bytes=mem,
+                memory_free_bytes=free,
+                unified=unified,
                 driver_version=nv.get("driver_version") if isinstance(nv.get("driver_version"), str) else None,
                 cuda_driver_version=nv.get("cuda_driver_version") if isinstance(nv.get("cuda_driver_version"), int) else None,
                 source=source,
@@ -261,6 +267,7 @@ def probe(host, profile) -> None:
                     sm=_sm(cc),
                     compute_capability=list(cc) if cc else None,
                     memory_bytes=meminfo_total(host.read("/proc/meminfo")),
+                    unified=True,  # Jetson's GPU shares the SoC's memory
                     driver_version=driver,
                     cuda_driver_version=l4t_cuda_version(release),
                     source="jetson",
