@@ -4,6 +4,7 @@
     python tools/sync_catalog.py lemonade REFERENCE.md            # the change, as rows; exit 0 when none
     python tools/sync_catalog.py lemonade REFERENCE.md --write    # ... and write selector/catalogs/lemonade.json
     python tools/sync_catalog.py localai index.yaml [--write]     # LocalAI's backend/index.yaml
+    python tools/sync_catalog.py lemonade-models server_models.json [--write]  # Lemonade's model list
 
 REFERENCE.md is Lemonade's generated backend reference (docs/dev/backends-reference.md in
 lemonade-sdk/lemonade, made by docs/tools/gen_backend_boilerplate.py).  It carries the recipes and
@@ -353,7 +354,47 @@ def localai_changes(old: dict, new: dict) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------
 
-PARSERS = {"lemonade": (parse_lemonade, build, changes), "localai": (parse_localai, build_localai, localai_changes)}
+def parse_models(path: str) -> dict:
+    """Lemonade's server_models.json: name -> {checkpoint, recipe, size, labels, ...}."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SourceError(f"{path}: {e}") from None
+    if not isinstance(data, dict):
+        raise SourceError(f"{path}: not an object of models")
+    out = {}
+    for name, m in data.items():
+        if not isinstance(m, dict) or not isinstance(m.get("recipe"), str):
+            raise SourceError(f"{path}: model {name!r} has no recipe")
+        main = m.get("checkpoint")
+        if main is None and isinstance(m.get("checkpoints"), dict):
+            main = m["checkpoints"].get("main")
+        size = m.get("size")
+        if not isinstance(main, str) or not isinstance(size, (int, float)):
+            raise SourceError(f"{path}: model {name!r} needs a checkpoint and a size")
+        row = {"recipe": m["recipe"], "checkpoint": main, "size_gb": size,
+               "labels": [x for x in m.get("labels", []) if isinstance(x, str)]}
+        if isinstance(m.get("mmproj"), str):
+            row["mmproj"] = m["mmproj"]
+        if m.get("suggested"):
+            row["suggested"] = True
+        out[name] = row
+    return out
+
+
+def build_models(generated: dict, overlay: dict, overlay_path: str, strict: bool = True) -> tuple[dict, list[str]]:
+    return {**{k: overlay[k] for k in ("title", "source", "size_unit") if k in overlay}, "models": generated}, []
+
+
+def models_changes(old: dict, new: dict) -> list[str]:
+    a, b = old.get("models", {}), new.get("models", {})
+    return ([f"+ {n} ({b[n]['recipe']})" for n in b if n not in a] + [f"- {n}" for n in a if n not in b]
+            + [f"~ {n}" for n in b if n in a and a[n] != b[n]])
+
+
+PARSERS = {"lemonade": (parse_lemonade, build, changes), "localai": (parse_localai, build_localai, localai_changes),
+           "lemonade-models": (parse_models, build_models, models_changes)}
 
 
 def regenerate(name: str, source: str, strict: bool = True) -> tuple[dict, list[str]]:

@@ -29,6 +29,8 @@ LAZY: dict[str, str] = {
     "status": "selector.cli.install:status_cmd",
     "uninstall": "selector.cli.install:uninstall_cmd",
     "verify": "selector.cli.verify:verify_cmd",
+    "models": "selector.cli.models:models_cmd",
+    "plan": "selector.cli.models:plan_cmd",
 }
 
 

@@ -62,6 +62,7 @@ VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
     "--timeout", "--from-file", "--allow-unverified",  # verify and install
+    "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v",  # models and plan
 })
 
 

@@ -1,0 +1,328 @@
+"""After the pick: which models fit (``models``) and the launch line for one (``plan``).
+
+Imported only when run (LAZY in selector/cli/app.py); the ``gguf`` package (and numpy with it) is
+imported only when a model header is read.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import click
+
+from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_recipe, decide_all
+
+CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+GIB = 1 << 30
+
+
+def _decision(o: Opts, recipe: str):
+    profile, cat, _s, (d,), _w = decide_all(o, [o.recipe_names([recipe], False)[0]])
+    if d.backend is None or not d.ok:
+        raise Fail(EXIT_UNSUPPORTED, f"{d.recipe}: {d.reason}; no backend runs here, so no model does")
+    return profile, cat, d, d.verdict(d.backend)
+
+
+def _cache(o: Opts) -> str:
+    from selector.install.states import cache_root
+
+    return cache_root(o.cache_dir)
+
+
+def _device_ids(cache: str, recipe: str, dirname: str, version: str | None) -> dict:
+    """{device key: the id the build gives it (ROCm0)} from the last verify of this build."""
+    from selector import store
+
+    rec = store.read(store.path(cache, "devices", f"{recipe}/{dirname}"))
+    if not rec or rec.get("version") != version or not isinstance(rec.get("ids"), dict):
+        return {}
+    return {k: v for k, v in rec["ids"].items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _size_fit(profile, d, v, size: int) -> dict:
+    """Fit from the file size alone (whisper.cpp, sd.cpp, or a header not read): weights + reserve."""
+    from selector.models import fit, planner
+
+    runtime = planner.runtime_of(d, v)
+    devs = planner.targets(profile, d, v)
+    need = size + fit.reserve(runtime)
+    if devs:
+        dev = devs[0]
+        ok = need <= dev["budget"]
+        return {"status": "fits" if ok else "no", "basis": "file size", "ctx": None, "runtime": runtime,
+                "devices": [{"name": dev["name"], "needs_bytes": need, "budget_bytes": dev["budget"],
+                             "memory": dev["memory"](need)}]}
+    room = (profile.cpu.memory_bytes or 0)
+    return {"status": "cpu" if need <= room else "no", "basis": "file size", "ctx": None, "runtime": runtime,
+            "devices": [], "cpu_bytes": need, "cpu_budget": room}
+
+
+def _where_words(res: dict) -> str:
+    s = res["status"]
+    if s in ("fits", "split"):
+        mems = sorted({x.get("memory", "VRAM") for x in res["devices"]})
+        return ("split: " if s == "split" else "") + ", ".join(mems)
+    if s == "partial":
+        return f"{res['ngl']}/{res['n_layer'] + 1} layers, rest on CPU"
+    if s == "cpu":
+        return "system memory"
+    return "does not fit"
+
+
+@click.command("models")
+@click.argument("recipe", shell_complete=complete_recipe)
+@common
+@click.option("--fits", "only_fits", is_flag=True, help="Only the models that fit on the picked device.")
+@click.option("--ctx-size", type=int, default=None, help="Judge every model at this context (default: the largest that fits).")
+@click.option("--read-headers", is_flag=True,
+              help="Read each model's GGUF header over the network (a few MB each, cached) for an exact fit.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'models').")
+@click.pass_context
+def models_cmd(ctx, recipe, only_fits, ctx_size, read_headers, as_json, **kwargs):
+    """Lemonade's models of RECIPE, largest first, and whether each fits on the picked device.
+
+    The fit is exact for a model whose GGUF header was read (by `plan`, or --read-headers) and from
+    the download size otherwise.  Exit 0, or 3 when no backend of RECIPE runs here.
+    """
+    from selector import render
+    from selector.models import fit, planner, source
+    from selector.models.gguf_header import ModelError
+
+    o = Opts(ctx, kwargs)
+    profile, cat, d, v = _decision(o, recipe)
+    cache = _cache(o)
+    rows = []
+    for name, entry in source.catalog()["models"].items():
+        if entry["recipe"] != d.recipe:
+            continue
+        size = int(entry["size_gb"] * 1e9)
+        facts, note = None, None
+        try:
+            model = source.resolve(name) if read_headers else _cached_model(cache, entry)
+            facts = source.facts(model, cache, read_allowed=read_headers) if model else None
+            if read_headers:
+                _remember_checkpoint(cache, model)
+        except ModelError as e:
+            note = str(e)
+        res = None
+        if facts is not None and cat.recipes[d.recipe].uses_ctx_size:
+            try:
+                res = planner.fit_model(profile, d, v, facts, ctx_size)
+                res["basis"] = "header"
+            except fit.FitError as e:
+                note = str(e)
+        if res is None:
+            res = _size_fit(profile, d, v, size)
+        row = {"name": name, "checkpoint": entry["checkpoint"], "size_bytes": size, "labels": entry["labels"],
+               "fits": res["status"] != "no", "status": res["status"], "where": _where_words(res),
+               "ctx": res.get("ctx"), "trained_ctx": facts.get("n_ctx_train") if facts else None,
+               "basis": res["basis"], **({"note": note} if note else {})}
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["size_bytes"], r["name"]))
+    if only_fits:
+        rows = [r for r in rows if r["fits"]]
+    dev = planner.targets(profile, d, v)
+    on = {"backend": d.backend, "device": d.device.to_dict() if d.device else None,
+          "memory": dev[0]["described"] if dev else planner.gib(profile.cpu.memory_bytes) + " system"}
+    if as_json:
+        render.emit_json({"schema_version": 1, "recipe": d.recipe, **on, "models": rows})
+        return
+    con = render.console()
+    con.print(f"{d.recipe}: {d.backend} on {d.device.name if d.device else 'CPU'} ({on['memory']})", markup=False)
+    if not rows:
+        con.print("no model of Lemonade's list fits" if only_fits else f"Lemonade lists no model for {d.recipe}")
+        return
+    lines = [("model", "size", "fits", "context", "labels")]
+    for r in rows:
+        c = "-" if r["ctx"] is None else (f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}"))
+        if r["ctx"] is None and r["fits"] and r["basis"] == "file size" and cat.recipes[d.recipe].uses_ctx_size:
+            c = "header not read"
+        lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", r["where"] if r["fits"] else "no", c,
+                      ",".join(r["labels"])))
+    widths = [max(len(x[i]) for x in lines) for i in range(4)]
+    for i, line in enumerate(lines):
+        text = "  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[4]
+        con.print(text.rstrip(), style="bold" if i == 0 else None, markup=False, highlight=False)
+    if any(r["basis"] == "file size" for r in rows) and cat.recipes[d.recipe].uses_ctx_size:
+        con.print("context: read from the GGUF header; `pick-backend plan RECIPE --model NAME` or "
+                  "`models --read-headers` reads it (a few MB each)", style="dim", markup=False)
+
+
+def _cached_model(cache: str, entry: dict):
+    """The model as an earlier read resolved it (its files are in the cached record), or None."""
+    from selector import store
+    from selector.models import source
+
+    idx = store.read(store.path(cache, "models", "checkpoint:" + entry["checkpoint"]))
+    files = idx.get("files") if idx else None
+    if isinstance(files, list) and files and all(isinstance(f, str) for f in files):
+        return source.Model(entry["checkpoint"], files, None, entry, entry["checkpoint"])
+    return None
+
+
+def _remember_checkpoint(cache: str, model) -> None:
+    from selector import store
+
+    if model.checkpoint:
+        try:
+            store.write(store.path(cache, "models", "checkpoint:" + model.checkpoint), {"files": model.files})
+        except OSError:
+            pass
+
+
+@click.command("plan", context_settings={"ignore_unknown_options": False})
+@click.argument("recipe", shell_complete=complete_recipe)
+@click.option("--model", "-m", "model_spec", required=True,
+              help="A Lemonade model name, org/repo:QUANT, an http(s) URL or a path of a GGUF.")
+@common
+@click.option("--ctx-size", type=int, default=None, help="The context to plan for (default: the largest that fits).")
+@click.option("--cache-type-k", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of K.")
+@click.option("--cache-type-v", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of V.")
+@click.option("--exec", "do_exec", is_flag=True, help="Run the launch line (arguments after -- are passed on).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'plan').")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def plan_cmd(ctx, recipe, model_spec, ctx_size, cache_type_k, cache_type_v, do_exec, as_json, extra, **kwargs):
+    """The launch line for MODEL on RECIPE's picked build: device, -ngl, --ctx-size, environment.
+
+    Reads the model's GGUF header (from a file, or by range requests, never the weights).  Exit 0
+    when it fits (all layers, or -ngl K of them), 3 when it does not fit or no backend runs here,
+    4 for --exec without an installed build, 5 when the model cannot be read.
+    """
+    from selector import render
+    from selector.engine import install_dir_name
+    from selector.models import fit, planner, source
+    from selector.models.gguf_header import ModelError
+
+    o = Opts(ctx, kwargs)
+    if extra and not do_exec:
+        raise Fail(EXIT_USAGE, f"unexpected arguments {' '.join(extra)!r}: arguments after -- go with --exec")
+    profile, cat, d, v = _decision(o, recipe)
+    rec = cat.recipes[d.recipe]
+    cache = _cache(o)
+    try:
+        model = source.resolve(model_spec)
+    except ModelError as e:
+        raise Fail(EXIT_INPUT, str(e)) from None
+    if model.entry and model.entry["recipe"] != d.recipe:
+        raise Fail(EXIT_USAGE, f"{model.name} is a {model.entry['recipe']} model (Lemonade's list), not {d.recipe}; "
+                               f"`pick-backend models {model.entry['recipe']}` is where it fits")
+    dirname = install_dir_name(rec, d.backend, d.channel)
+    installed = o.installed().get(d.recipe, {})
+    version = installed.get(dirname)
+    header_model = rec.uses_ctx_size and model.files[0].lower().endswith(".gguf")
+    try:
+        if header_model:
+            facts = source.facts(model, cache)
+            _remember_checkpoint(cache, model)
+            res = planner.fit_model(profile, d, v, facts, ctx_size, cache_type_k, cache_type_v,
+                                    _device_ids(cache, d.recipe, dirname, version))
+        else:
+            facts = None
+            size = int(model.entry["size_gb"] * 1e9) if model.entry else _file_size(model.files[0])
+            res = _size_fit(profile, d, v, size)
+    except ModelError as e:
+        raise Fail(EXIT_INPUT, str(e)) from None
+    except fit.FitError as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
+    binary = o.binary_of(d.recipe)
+    exe = None
+    if d.backend == "system":
+        import shutil
+
+        exe = shutil.which(binary) if binary else None
+    elif version is not None:
+        exe = planner.exe_path(cache, d.recipe, dirname, binary, profile.os.name)
+    argv = planner.llama_server_args(res, planner.model_arg(model), {}) if header_model else \
+        planner.model_arg(model)
+    devs = planner.targets(profile, d, v)
+    speed = planner.estimate_speed(profile, res, facts, devs) if facts else None
+    out = {
+        "schema_version": 1, "recipe": d.recipe, "backend": d.backend, "runtime": res.get("runtime"),
+        "model": {"spec": model_spec, "name": model.name, "files": model.files,
+                  **({k: facts[k] for k in ("arch", "file_type", "params", "n_layer", "n_ctx_train", "weights_bytes")}
+                     if facts else {})},
+        "fit": {k: res[k] for k in res if k not in ("backend",)},
+        "installed": version is not None,
+        "install": None if version is not None or d.backend == "system" else f"pick-backend install {d.recipe}",
+        "executable": exe, "args": argv, "env": dict(d.run_env),
+        "command": shlex.join([exe or binary or "llama-server"] + argv),
+        "lemonade": planner.lemonade_line(rec, d, res, model) if model.name else None,
+        "device_ids_known": bool(res.get("devices")) and all(x.get("id") for x in res["devices"]),
+        "speed_estimate": speed,
+    }
+    if do_exec:
+        if exe is None:
+            raise Fail(EXIT_INSTALL, f"{d.recipe} {d.backend} is not installed; run `pick-backend install {d.recipe}` first")
+        if res["status"] == "no":
+            raise Fail(EXIT_UNSUPPORTED, f"{model.label} does not fit here; not starting it")
+        env = {**os.environ, **d.run_env}
+        sys.stdout.flush()
+        os.execve(exe, [exe, *argv, *extra], env)
+    if as_json:
+        render.emit_json(out)
+    else:
+        _plan_human(render.console(), out, res, d, model, devs)
+    if res["status"] == "no":
+        sys.exit(EXIT_UNSUPPORTED)
+
+
+def _file_size(path: str) -> int:
+    from selector.models.gguf_header import ModelError
+
+    try:
+        return os.stat(path).st_size
+    except OSError as e:
+        raise ModelError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
+    from selector.models.planner import gib
+
+    say = lambda text, **k: con.print(text, markup=False, highlight=False, **k)  # noqa: E731
+    where = f"{devs[0]['name']} ({devs[0]['described']})" if devs else "the CPU"
+    say(f"{model.label} on {d.backend} ({where})", style="bold")
+    s = res["status"]
+    trained = res.get("trained_ctx")
+    ctx = res.get("ctx")
+    if s == "fits":
+        say(f"fits: all {res.get('n_layer', 0) + 1 if 'n_layer' in res else ''} layers"
+            + (f", context {ctx}" + (f" of {trained} trained" if trained and trained != ctx else " (its trained context)")
+               if ctx else "") if "n_layer" in res else "fits (from the file size)")
+    elif s == "split":
+        say(f"fits split over {len(res['devices'])} GPUs (--tensor-split {','.join(f'{x:g}' for x in res['tensor_split'])}), "
+            f"context {ctx}")
+    elif s == "partial":
+        say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the GPU (-ngl {res['ngl']}), the rest on the CPU, "
+            f"context {ctx}")
+    elif s == "cpu":
+        say(f"runs on the CPU in system memory" + (f", context {ctx}" if ctx else ""))
+    else:
+        say("does not fit" + (f" at context {ctx}" if ctx else ""), style="red")
+    for x in res.get("devices", []):
+        parts = [f"{gib(x[k])} {w}" for k, w in (("weights_bytes", "weights"), ("kv_bytes", "KV"),
+                                                   ("compute_bytes", "compute")) if x.get(k) is not None]
+        say(f"  {x['name']}: {' + '.join(parts) + ' + reserve = ' if parts else ''}{gib(x['needs_bytes'])} of "
+            f"{gib(x['budget_bytes'])}" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
+    if res.get("cpu_bytes") and s in ("partial", "cpu", "fits", "split"):
+        say(f"  system memory: {gib(res['cpu_bytes'])}" + (" (token embeddings, mapped)" if s in ("fits", "split") else ""))
+    for sug in res.get("suggest", []) if s in ("no", "partial") else []:
+        say(f"  would fit better: {sug['says']}" + (f" ({' '.join(sug['flags'])})" if sug.get("flags") else ""))
+    if out["speed_estimate"]:
+        e = out["speed_estimate"]
+        say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
+    if s == "no":
+        return
+    if out["install"]:
+        say("install first:", style="bold")
+        say(f"  {out['install']}")
+    say("run:", style="bold")
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in out["env"].items())
+    say(f"  {env + ' ' if env else ''}{out['command']}")
+    if not out["device_ids_known"] and res.get("devices"):
+        say(f"  (the build's own device name, for --device, is known after `pick-backend verify {d.recipe}`)", style="dim")
+    if out["lemonade"]:
+        say("in Lemonade:", style="bold")
+        say(f"  {out['lemonade']}")

@@ -1,0 +1,137 @@
+"""The facts of a model that decide where it fits, from its GGUF header(s).
+
+A plain dict (so it can be cached as JSON): architecture, size, the attention shape per layer, the
+bytes of each layer's tensors, and what llama.cpp keeps off the GPU.  Keys are GGUF's
+(``{arch}.block_count`` ...: gguf-py/gguf/constants.py, class Keys).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+_EXPERTS = re.compile(r"_exps\.|_exps$")
+
+
+class FactsError(Exception):
+    pass
+
+
+@lru_cache(maxsize=None)
+def fit_table() -> dict:
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "catalogs", "llamacpp-fit.json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _per_layer(v, n: int, what: str, where: str) -> list[int]:
+    if isinstance(v, list):
+        if len(v) != n or not all(isinstance(x, int) and x >= 0 for x in v):
+            raise FactsError(f"{where}: {what} lists {len(v)} values for {n} layers")
+        return v
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return [v] * n
+    raise FactsError(f"{where}: {what} is {v!r}, not a count")
+
+
+def from_headers(where: str, headers: list[dict]) -> dict:
+    """Facts of one model from the headers of its file or of all its split parts."""
+    kv = headers[0]["kv"]
+    arch = kv.get("general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise FactsError(f"{where}: the GGUF has no general.architecture; not a language model file")
+
+    def k(name, default=None):
+        return kv.get(f"{arch}.{name}", default)
+
+    n_layer = k("block_count")
+    if not isinstance(n_layer, int) or isinstance(n_layer, bool) or not 0 < n_layer < 10000:
+        raise FactsError(f"{where}: {arch}.block_count is {n_layer!r}; the layer count is needed")
+    tensors = {}
+    for h in headers:
+        tensors.update(h["tensors"])
+    n_embd = k("embedding_length", 0)
+    heads = _per_layer(k("attention.head_count", 0), n_layer, f"{arch}.attention.head_count", where)
+    heads_kv = _per_layer(k("attention.head_count_kv", max(heads) if heads else 0), n_layer,
+                          f"{arch}.attention.head_count_kv", where)
+    top = max(heads) if heads else 0
+    head_k = k("attention.key_length", n_embd // top if top else 0)
+    head_v = k("attention.value_length", head_k)
+    n_swa = k("attention.sliding_window", 0) or 0
+    swa = [False] * n_layer
+    pattern = k("attention.sliding_window_pattern")
+    if isinstance(pattern, list) and len(pattern) == n_layer:
+        swa = [bool(x) for x in pattern]
+    elif n_swa:
+        n = pattern if isinstance(pattern, int) and pattern > 0 else fit_table()["swa_pattern"].get(arch)
+        if n:
+            swa = [il % n < n - 1 for il in range(n_layer)]
+    layer_bytes, expert_bytes = [0] * n_layer, [0] * n_layer
+    other: dict[str, int] = {}
+    params = 0
+    for name, t in tensors.items():
+        params += t["elements"]
+        m = _LAYER.match(name)
+        if m and int(m[1]) < n_layer:
+            layer_bytes[int(m[1])] += t["bytes"]
+            if _EXPERTS.search(name):
+                expert_bytes[int(m[1])] += t["bytes"]
+        else:
+            other[name] = t["bytes"]
+    embd = tensors.get("token_embd.weight")
+    n_vocab = embd_vocab = None
+    if embd is not None and n_embd:
+        embd_vocab = embd["elements"] // n_embd
+    tokens = kv.get("tokenizer.ggml.tokens")
+    n_vocab = (tokens["length"] if isinstance(tokens, dict) else len(tokens) if isinstance(tokens, list) else None) \
+        or k("vocab_size") or embd_vocab or 0
+    input_bytes = other.get("token_embd.weight", 0)
+    output_bytes = sum(b for n, b in other.items() if n != "token_embd.weight")
+    tied = "output.weight" not in tensors
+    if tied:
+        output_bytes += input_bytes  # llama.cpp loads token_embd again as the output layer
+    ft = kv.get("general.file_type")
+    return {
+        "source": where,
+        "arch": arch,
+        "name": kv.get("general.name") if isinstance(kv.get("general.name"), str) else None,
+        "file_type": _file_type(ft),
+        "params": params,
+        "size_bytes": sum(h.get("size") or 0 for h in headers) or None,
+        "weights_bytes": sum(t["bytes"] for t in tensors.values()),
+        "splits": len(headers),
+        "n_layer": n_layer,
+        "n_embd": n_embd,
+        "n_vocab": n_vocab,
+        "n_ctx_train": k("context_length"),
+        "n_head": heads,
+        "n_head_kv": heads_kv,
+        "head_k": head_k,
+        "head_v": head_v,
+        "n_swa": n_swa,
+        "swa": swa,
+        "n_expert": k("expert_count", 0) or 0,
+        "n_expert_used": k("expert_used_count", 0) or 0,
+        "kv_lora_rank": k("attention.kv_lora_rank"),
+        "recurrent": arch in fit_table()["recurrent"]["archs"],
+        "layer_bytes": layer_bytes,
+        "expert_bytes": expert_bytes,
+        "input_bytes": input_bytes,
+        "output_bytes": output_bytes,
+        "tied_embeddings": tied,
+    }
+
+
+def _file_type(ft) -> str | None:
+    if not isinstance(ft, int):
+        return None
+    from gguf import LlamaFileType
+
+    try:
+        name = LlamaFileType(ft).name
+    except ValueError:
+        return f"type {ft}"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")

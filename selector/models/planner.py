@@ -1,0 +1,172 @@
+"""From a pick and a model to a plan: the devices, where the model fits, the launch line.
+
+Machine facts come from the Profile (probes/memory.py), the device numbering from the last
+``verify`` of the build (its record in the cache), the model from its header; nothing here reads
+the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from probes import memory
+from selector.models import fit
+
+GIB = 1 << 30
+# the fit table's runtime for each backend build (catalogs/llamacpp-fit.json "reserve")
+RUNTIMES = {"rocm": "rocm", "cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "cpu": "cpu", "system": None}
+TYPE_RUNTIME = {"amd_gpu": "rocm", "nvidia_gpu": "cuda", "metal": "metal", "cpu": "cpu", "intel_gpu": "vulkan"}
+
+
+def runtime_of(decision, verdict) -> str:
+    """Which llama.cpp backend the chosen build runs on its device: rocm, cuda, vulkan, metal or cpu."""
+    if verdict.access == "graphics":
+        return "vulkan"
+    known = RUNTIMES.get(decision.backend)
+    if known:
+        return known
+    return TYPE_RUNTIME.get(decision.device.type if decision.device else "cpu", "cpu")
+
+
+def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[dict]:
+    """The devices the build will use, best first: {name, budget, memory(need) -> words, id}."""
+    dev = decision.device
+    if dev is None or dev.type == "cpu":
+        return []
+    if decision.run_devices:
+        group = list(decision.run_devices)
+    elif dev.type == "amd_gpu":
+        group = [d for d in verdict.devices if d.type == dev.type and d.token == dev.token]
+    elif verdict.access == "graphics":
+        group = [dev]  # Vulkan's own numbering is not known before the build runs: the chosen GPU alone
+    else:
+        group = [d for d in verdict.devices if d.type == dev.type]
+    group = [dev] + [d for d in group if d is not dev]
+    out = []
+    for d in group:
+        mem = memory.metal(profile) if d.type == "metal" else memory.of(profile, d.gpu)
+        budget = mem.usable_free if mem.usable_free is not None else mem.usable
+        out.append({"name": d.name or d.type, "budget": budget or 0, "memory": _where(mem), "device": d,
+                    "described": mem.describe(), "id": (device_ids or {}).get(_key(d))})
+    return out
+
+
+def _key(d) -> str:
+    return d.uuid or d.bus_id or f"{d.type}:{d.index}"
+
+
+def _where(mem):
+    """need -> the memory it lands in: "VRAM", "VRAM + GTT", "unified", "working set"."""
+    def words(need: int) -> str:
+        if mem.dedicated and need <= (mem.dedicated_free if mem.dedicated_free is not None else mem.dedicated):
+            return "VRAM"
+        if mem.shared_kind and mem.dedicated:
+            return f"VRAM + {mem.shared_kind}"
+        return mem.shared_kind or "VRAM"
+    return words
+
+
+def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, type_k="f16", type_v="f16",
+              device_ids: dict | None = None) -> dict:
+    runtime = runtime_of(decision, verdict)
+    devs = targets(profile, decision, verdict, device_ids)
+    fa = runtime in fit.fit_table()["flash_attention"]["backends"]
+    if type_v != "f16" and not fa:
+        raise fit.FitError(f"a quantized V cache (--cache-type-v {type_v}) needs flash attention, which "
+                           f"llama.cpp's {runtime} backend lacks")
+    res = fit.plan(facts, devs, runtime, ctx, fa, type_k, type_v, profile.cpu.memory_bytes)
+    res["runtime"] = runtime
+    return res
+
+
+def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str]:
+    args = list(model_arg)
+    args += ["--ctx-size", str(res["ctx"])]
+    if res["status"] in ("fits", "split", "partial"):
+        args += ["-ngl", str(res["ngl"])]
+    else:
+        args += ["-ngl", "0"]
+    if res.get("tensor_split"):
+        args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
+    ids = [d.get("id") for d in res.get("devices", [])]
+    if ids and all(ids) and res["status"] != "cpu":
+        args += ["--device", ",".join(ids)]
+    if res["flash_attn"]:
+        args += ["--flash-attn", "on"]
+    if res["type_k"] != "f16":
+        args += ["--cache-type-k", res["type_k"]]
+    if res["type_v"] != "f16":
+        args += ["--cache-type-v", res["type_v"]]
+    return args
+
+
+def model_arg(model) -> list[str]:
+    """How llama-server is told the model: a path, Hugging Face's org/repo:QUANT, or a URL."""
+    first = model.files[0]
+    if not first.startswith(("http://", "https://")):
+        return ["-m", first]
+    if model.checkpoint and ":" in model.checkpoint and not model.checkpoint.lower().endswith(".gguf"):
+        return ["-hf", model.checkpoint]
+    return ["--model-url", first]
+
+
+def lemonade_line(recipe, decision, res: dict, model) -> str | None:
+    """The same plan as `lemonade run` flags, from the recipe's options (Lemonade's backend reference)."""
+    opts = {o["name"]: o.get("flag") for o in recipe.options}
+    name = model.name or model.checkpoint
+    if not name:
+        return None
+    words = ["lemonade", "run", name]
+    b = opts.get(f"{recipe.name}_backend")
+    if b and decision.backend:
+        words += [b, decision.backend]
+    dflag = opts.get(f"{recipe.name}_device")
+    ids = [d.get("id") for d in res.get("devices", [])]
+    if dflag and ids and all(ids):
+        words += [dflag, ",".join(ids)]
+    if opts.get("ctx_size"):
+        words += [opts["ctx_size"], str(res["ctx"])]
+    extra = []
+    if res["status"] == "partial":
+        extra += ["-ngl", str(res["ngl"])]
+    if res.get("tensor_split"):
+        extra += ["--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
+    if extra and opts.get(f"{recipe.name}_args"):
+        words += [opts[f"{recipe.name}_args"], " ".join(extra)]
+    return shlex.join(words)
+
+
+def estimate_speed(profile, res: dict, facts: dict, devs: list[dict]) -> dict | None:
+    """Generation tokens/s bounded by memory bandwidth / bytes read per token: an upper bound."""
+    from selector.models.speed import bandwidth_of
+
+    if res["status"] not in ("fits", "split") or not devs:
+        return None
+    bw = bandwidth_of(profile, devs[0]["device"])
+    if bw is None:
+        return None
+    gbps, source = bw
+    per_token = active_bytes(facts)  # the KV cache read grows with the context: lower as it fills
+    return {"tokens_per_s": round(gbps * 1e9 / per_token, 1), "bandwidth_gbps": gbps,
+            "bytes_per_token": per_token, "basis": f"{gbps:g} GB/s peak ({source}) / {per_token / GIB:.2f} GiB "
+            "of weights read per token; an upper bound at an empty context"}
+
+
+def active_bytes(facts: dict) -> int:
+    """Weights read per generated token: all but the experts not routed to (MoE), and not token_embd."""
+    total = sum(facts["layer_bytes"]) + facts["output_bytes"]
+    if facts["n_expert"] and facts["n_expert_used"]:
+        experts = sum(facts["expert_bytes"])
+        total -= experts - experts * facts["n_expert_used"] // facts["n_expert"]
+    return total
+
+
+def gib(n) -> str:
+    return f"{n / GIB:.1f} GiB" if n is not None else "-"
+
+
+def exe_path(cache: str, recipe: str, dirname: str, binary: str | None, os_name: str) -> str | None:
+    from selector.verify import installed_binary
+
+    return installed_binary(os.path.join(cache, "bin", recipe, dirname), binary, os_name)

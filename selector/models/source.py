@@ -1,0 +1,171 @@
+"""Which file a model name means, and its facts (read once, then kept in the cache).
+
+A model is named four ways:
+- a Lemonade model name (``Qwen3-8B-GGUF``; catalogs/lemonade-models.json);
+- a checkpoint as Lemonade writes it: ``org/repo:FILE.gguf``, ``org/repo:QUANT`` (the repo's GGUF
+  whose name carries QUANT), or ``org/repo`` with one GGUF;
+- an http(s) URL of a GGUF;
+- a local path.
+Hugging Face is ``HF_ENDPOINT`` (default https://huggingface.co, as huggingface_hub reads it); a
+token in ``HF_TOKEN`` goes to that origin only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from urllib.parse import quote, urlsplit
+
+from selector.models.gguf_header import ModelError, split_names
+
+HF = "https://huggingface.co"
+
+
+@lru_cache(maxsize=None)
+def catalog() -> dict:
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "catalogs", "lemonade-models.json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+def lemonade_model(name: str) -> tuple[str, dict] | None:
+    models = catalog()["models"]
+    if name in models:
+        return name, models[name]
+    low = name.lower()
+    return next(((n, m) for n, m in models.items() if n.lower() == low), None)
+
+
+def endpoint(env=None) -> str:
+    env = os.environ if env is None else env
+    return (env.get("HF_ENDPOINT") or HF).rstrip("/")
+
+
+def hf_headers(url: str, env=None) -> dict:
+    env = os.environ if env is None else env
+    token = env.get("HF_TOKEN")
+    ep = urlsplit(endpoint(env))
+    u = urlsplit(url)
+    return {"Authorization": f"Bearer {token}"} if token and (u.scheme, u.netloc) == (ep.scheme, ep.netloc) else {}
+
+
+class Model:
+    """What a name resolved to: ``files`` (paths or URLs, split parts in order), where the name came
+    from, and the Lemonade entry when there is one."""
+
+    def __init__(self, spec: str, files: list[str], name: str | None = None, entry: dict | None = None,
+                 checkpoint: str | None = None):
+        self.spec, self.files, self.name, self.entry, self.checkpoint = spec, files, name, entry, checkpoint
+
+    @property
+    def key(self) -> str:
+        return self.files[0]
+
+    @property
+    def label(self) -> str:
+        return self.name or self.checkpoint or os.path.basename(self.files[0].rstrip("/"))
+
+
+def resolve(spec: str, session=None, limits=None, env=None) -> Model:
+    """A model name to its files.  Lists a Hugging Face repo (one API call) only for ``org/repo`` and
+    ``org/repo:QUANT``."""
+    if spec.startswith(("http://", "https://")):
+        return Model(spec, split_names(spec) or [spec])
+    if os.path.exists(spec) or spec.startswith((".", "/", "~")) or (spec.endswith(".gguf") and ":" not in spec):
+        path = os.path.abspath(os.path.expanduser(spec))
+        return Model(spec, split_names(path) or [path])
+    found = lemonade_model(spec)
+    if found is not None:
+        name, entry = found
+        m = resolve_checkpoint(entry["checkpoint"], session, limits, env)
+        m.spec, m.name, m.entry = spec, name, entry
+        return m
+    if "/" in spec and not spec.startswith((".", "/")):
+        return resolve_checkpoint(spec, session, limits, env)
+    raise ModelError(f"'{spec}' is not a Lemonade model, a path, a URL or org/repo[:QUANT]; "
+                     "`pick-backend models RECIPE` lists Lemonade's models")
+
+
+def resolve_checkpoint(checkpoint: str, session=None, limits=None, env=None) -> Model:
+    repo, _, variant = checkpoint.partition(":")
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise ModelError(f"checkpoint '{checkpoint}': a Hugging Face repo is org/name")
+    ep = endpoint(env)
+
+    def url(file):
+        return f"{ep}/{repo}/resolve/main/{quote(file)}"
+
+    if variant.lower().endswith(".gguf"):
+        return Model(checkpoint, split_names(url(variant)) or [url(variant)], checkpoint=checkpoint)
+    files = _repo_ggufs(repo, session, limits, env)
+    picked = _pick_variant(files, variant, checkpoint)
+    return Model(checkpoint, [url(f) for f in picked], checkpoint=checkpoint)
+
+
+def _repo_ggufs(repo: str, session, limits, env) -> list[str]:
+    from selector.install.download import DownloadError, Limits, get_json
+
+    if session is None:
+        import requests
+
+        session = requests.Session()
+    api = f"{endpoint(env)}/api/models/{repo}/tree/main?recursive=true"
+    try:
+        listing = get_json(session, api, f"the file list of {repo}", limits=limits or Limits.from_env(deadline=120.0),
+                           headers_for=lambda u: hf_headers(u, env))
+    except DownloadError as e:
+        raise ModelError(str(e).replace("(PICK_BACKEND_GITHUB_API)", "(HF_ENDPOINT)")) from None
+    if not isinstance(listing, list):
+        raise ModelError(f"{api}: not a file list")
+    return [e["path"] for e in listing if isinstance(e, dict) and isinstance(e.get("path"), str)
+            and e["path"].lower().endswith(".gguf")]
+
+
+def _pick_variant(files: list[str], variant: str, checkpoint: str) -> list[str]:
+    """The GGUF (all its split parts) of a repo that ``variant`` names, as Lemonade picks it: the file
+    (or folder) whose name holds the quantization, mmproj files aside."""
+    weights = [f for f in files if "mmproj" not in f.lower()]
+    if variant and variant != "*":
+        low = variant.lower()
+        weights = [f for f in weights if low in f.lower()]
+    if not weights:
+        raise ModelError(f"checkpoint '{checkpoint}': the repo has no GGUF "
+                         + (f"matching '{variant}'" if variant else "of weights"))
+    firsts = sorted({f for f in weights if split_names(f) is None or f.endswith(f"-00001-of-{f[-10:-5]}.gguf")})
+    if len(firsts) > 1:
+        exact = [f for f in firsts if os.path.basename(f).lower().rsplit(".", 1)[0].endswith(variant.lower())] \
+            if variant else []
+        if len(exact) != 1:
+            shown = ", ".join(os.path.basename(f) for f in firsts[:6])
+            raise ModelError(f"checkpoint '{checkpoint}' matches {len(firsts)} files ({shown}); name one as "
+                             f"{checkpoint.split(':')[0]}:FILE.gguf")
+        firsts = exact
+    return split_names(firsts[0]) or firsts
+
+
+def facts(model: Model, cache: str | None, session=None, limits=None, env=None, refresh: bool = False,
+          read_allowed: bool = True) -> dict | None:
+    """The model's facts: from the cache when read before (same files), else from its header(s)."""
+    from selector import store
+    from selector.models import facts as F
+    from selector.models import gguf_header
+
+    rec = store.path(cache, "models", model.key) if cache else None
+    if rec and not refresh:
+        old = store.read(rec)
+        if old and old.get("files") == model.files and isinstance(old.get("facts"), dict):
+            return old["facts"]
+    if not read_allowed:
+        return None
+    headers = [gguf_header.read(f, session, limits, hf_headers(f, env)) for f in model.files]
+    try:
+        out = F.from_headers(model.label, headers)
+    except F.FactsError as e:
+        raise ModelError(str(e)) from None
+    if rec:
+        try:
+            store.write(rec, {"files": model.files, "facts": out})
+        except OSError:
+            pass  # a read-only cache: the facts are still good for this run
+    return out
