@@ -12,14 +12,14 @@ import sys
 
 import click
 
-from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_recipe, decide_all
+from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all  # noqa: E501
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 GIB = 1 << 30
 
 
-def _decision(o: Opts, recipe: str):
-    profile, cat, _s, (d,), _w = decide_all(o, [o.recipe_names([recipe], False)[0]])
+def _decision(o: Opts, recipe: str, backend: str | None = None):
+    profile, cat, _s, (d,), _w = decide_all(o, [o.recipe_names([recipe], False)[0]], backend)
     if d.backend is None or not d.ok:
         raise Fail(EXIT_UNSUPPORTED, f"{d.recipe}: {d.reason}; no backend runs here, so no model does")
     return profile, cat, d, d.verdict(d.backend)
@@ -74,13 +74,14 @@ def _where_words(res: dict) -> str:
 @click.command("models")
 @click.argument("recipe", shell_complete=complete_recipe)
 @common
+@click.option("--backend", default=None, shell_complete=complete_backend, help="Judge this backend instead of the pick.")
 @click.option("--fits", "only_fits", is_flag=True, help="Only the models that fit on the picked device.")
 @click.option("--ctx-size", type=int, default=None, help="Judge every model at this context (default: the largest that fits).")
 @click.option("--read-headers", is_flag=True,
               help="Read each model's GGUF header over the network (a few MB each, cached) for an exact fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'models').")
 @click.pass_context
-def models_cmd(ctx, recipe, only_fits, ctx_size, read_headers, as_json, **kwargs):
+def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json, **kwargs):
     """Lemonade's models of RECIPE, largest first, and whether each fits on the picked device.
 
     The fit is exact for a model whose GGUF header was read (by `plan`, or --read-headers) and from
@@ -91,7 +92,7 @@ def models_cmd(ctx, recipe, only_fits, ctx_size, read_headers, as_json, **kwargs
     from selector.models.gguf_header import ModelError
 
     o = Opts(ctx, kwargs)
-    profile, cat, d, v = _decision(o, recipe)
+    profile, cat, d, v = _decision(o, recipe, backend)
     cache = _cache(o)
     rows = []
     for name, entry in source.catalog()["models"].items():
@@ -177,6 +178,7 @@ def _remember_checkpoint(cache: str, model) -> None:
 @click.option("--model", "-m", "model_spec", required=True,
               help="A Lemonade model name, org/repo:QUANT, an http(s) URL or a path of a GGUF.")
 @common
+@click.option("--backend", default=None, shell_complete=complete_backend, help="Plan for this backend instead of the pick.")
 @click.option("--ctx-size", type=int, default=None, help="The context to plan for (default: the largest that fits).")
 @click.option("--cache-type-k", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of K.")
 @click.option("--cache-type-v", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of V.")
@@ -184,7 +186,7 @@ def _remember_checkpoint(cache: str, model) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'plan').")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def plan_cmd(ctx, recipe, model_spec, ctx_size, cache_type_k, cache_type_v, do_exec, as_json, extra, **kwargs):
+def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_type_v, do_exec, as_json, extra, **kwargs):
     """The launch line for MODEL on RECIPE's picked build: device, -ngl, --ctx-size, environment.
 
     Reads the model's GGUF header (from a file, or by range requests, never the weights).  Exit 0
@@ -199,16 +201,17 @@ def plan_cmd(ctx, recipe, model_spec, ctx_size, cache_type_k, cache_type_v, do_e
     o = Opts(ctx, kwargs)
     if extra and not do_exec:
         raise Fail(EXIT_USAGE, f"unexpected arguments {' '.join(extra)!r}: arguments after -- go with --exec")
-    profile, cat, d, v = _decision(o, recipe)
+    profile, cat, d, v = _decision(o, recipe, backend)
     rec = cat.recipes[d.recipe]
     cache = _cache(o)
+    known = source.lemonade_model(model_spec) if not os.path.exists(model_spec) else None
+    if known and known[1]["recipe"] != d.recipe:
+        raise Fail(EXIT_USAGE, f"{known[0]} is a {known[1]['recipe']} model (Lemonade's list), not {d.recipe}; "
+                               f"`pick-backend models {known[1]['recipe']}` is where it fits")
     try:
         model = source.resolve(model_spec)
     except ModelError as e:
         raise Fail(EXIT_INPUT, str(e)) from None
-    if model.entry and model.entry["recipe"] != d.recipe:
-        raise Fail(EXIT_USAGE, f"{model.name} is a {model.entry['recipe']} model (Lemonade's list), not {d.recipe}; "
-                               f"`pick-backend models {model.entry['recipe']}` is where it fits")
     dirname = install_dir_name(rec, d.backend, d.channel)
     installed = o.installed().get(d.recipe, {})
     version = installed.get(dirname)
@@ -236,7 +239,7 @@ def plan_cmd(ctx, recipe, model_spec, ctx_size, cache_type_k, cache_type_v, do_e
     elif version is not None:
         exe = planner.exe_path(cache, d.recipe, dirname, binary, profile.os.name)
     argv = planner.llama_server_args(res, planner.model_arg(model), {}) if header_model else \
-        planner.model_arg(model)
+        planner.model_arg(model, hf=False)
     devs = planner.targets(profile, d, v)
     speed = planner.estimate_speed(profile, res, facts, devs) if facts else None
     out = {
@@ -304,8 +307,8 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     for x in res.get("devices", []):
         parts = [f"{gib(x[k])} {w}" for k, w in (("weights_bytes", "weights"), ("kv_bytes", "KV"),
                                                    ("compute_bytes", "compute")) if x.get(k) is not None]
-        say(f"  {x['name']}: {' + '.join(parts) + ' + reserve = ' if parts else ''}{gib(x['needs_bytes'])} of "
-            f"{gib(x['budget_bytes'])}" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
+        say(f"  {x['name']}: {' + '.join(parts) + ' = ' if parts else ''}{gib(x['needs_bytes'])} of "
+            f"{gib(x['budget_bytes'])} usable" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
     if res.get("cpu_bytes") and s in ("partial", "cpu", "fits", "split"):
         say(f"  system memory: {gib(res['cpu_bytes'])}" + (" (token embeddings, mapped)" if s in ("fits", "split") else ""))
     for sug in res.get("suggest", []) if s in ("no", "partial") else []:

@@ -114,6 +114,7 @@ def verify_cmd(ctx, recipe, backend, timeout, as_json, **kwargs):
     o = Opts(ctx, kwargs)
     (name,) = o.recipe_names([recipe])
     rep = verify_recipe(o, name, backend, timeout)
+    _remember_ids(o, rep)
     if as_json:
         from selector.render import emit_json
 
@@ -121,6 +122,25 @@ def verify_cmd(ctx, recipe, backend, timeout, as_json, **kwargs):
     else:
         print_report(rep)
     sys.exit(rep["exit_code"])
+
+
+def _remember_ids(o: Opts, rep: dict) -> None:
+    """Keep the id the build gave the picked device (ROCm0, CUDA1) for `plan`, with the build's
+    version: a new build's numbering is read again."""
+    from selector import store
+    from selector.install.states import cache_root, read_version
+
+    exp = rep.get("expected") or {}
+    if not rep.get("matched") or not rep.get("dir") or not rep.get("path") or not exp:
+        return
+    key = exp.get("uuid") or exp.get("bus_id") or f"{exp.get('type')}:{exp.get('index')}"
+    cache = cache_root(o.cache_dir)
+    try:
+        store.write(store.path(cache, "devices", f"{rep['recipe']}/{rep['dir']}"),
+                    {"recipe": rep["recipe"], "dir": rep["dir"], "version": read_version(rep["path"]),
+                     "ids": {key: rep["matched"]}})
+    except OSError:
+        pass  # a read-only cache: plan says the id is unknown
 
 
 # ------------------------------------------------------------------------------------------------

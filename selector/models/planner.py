@@ -101,11 +101,15 @@ def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str
     return args
 
 
-def model_arg(model) -> list[str]:
-    """How llama-server is told the model: a path, Hugging Face's org/repo:QUANT, or a URL."""
+def model_arg(model, hf: bool = True) -> list[str]:
+    """How llama-server is told the model: a path, Hugging Face's org/repo:QUANT, or a URL.  Servers
+    without llama.cpp's downloader (``hf=False``: whisper-server, sd-server) get the file's name,
+    which Lemonade (``lemonade pull``) or the user downloads."""
     first = model.files[0]
     if not first.startswith(("http://", "https://")):
         return ["-m", first]
+    if not hf:
+        return ["-m", first.rsplit("/", 1)[-1]]
     if model.checkpoint and ":" in model.checkpoint and not model.checkpoint.lower().endswith(".gguf"):
         return ["-hf", model.checkpoint]
     return ["--model-url", first]

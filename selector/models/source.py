@@ -96,7 +96,7 @@ def resolve_checkpoint(checkpoint: str, session=None, limits=None, env=None) -> 
     def url(file):
         return f"{ep}/{repo}/resolve/main/{quote(file)}"
 
-    if variant.lower().endswith(".gguf"):
+    if "." in variant:  # a file name (FILE.gguf, ggml-tiny.bin), not a quantization
         return Model(checkpoint, split_names(url(variant)) or [url(variant)], checkpoint=checkpoint)
     files = _repo_ggufs(repo, session, limits, env)
     picked = _pick_variant(files, variant, checkpoint)

@@ -1,0 +1,431 @@
+"""models and plan: GGUF headers, llama.cpp's memory arithmetic, fit on real machines, the launch line.
+
+The sizes llama.cpp printed (tests/data/llamacpp_logs.json, each case citing its public log) pin
+the arithmetic: KV within 1%, the device total within 10%.  Model files are header-only GGUFs
+written with ggml-org's gguf package (tests/gguf_models.py); HTTP is a server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import gguf_models as gm
+from conftest import machine, profile_of
+from selector.models import facts as F
+from selector.models import fit, gguf_header, source
+
+MiB = 1 << 20
+GiB = 1 << 30
+LOGS = {c["id"]: c for c in json.load(open(os.path.join(os.path.dirname(__file__), "data", "llamacpp_logs.json")))["cases"]}
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gguf")
+    return {k: gm.write(str(d / f"{k}.gguf"), k) for k in gm.MODELS}
+
+
+def facts_of(path):
+    return F.from_headers(path, [gguf_header.read(path)])
+
+
+# ------------------------------------------------------------------------------------------------
+# held to llama.cpp's printed sizes
+
+KV_CASES = [  # (log case, model, n_ubatch the log ran with)
+    ("qwen3-4b-q4km-ctx8192-gtx1060", "qwen3-4b", 512),
+    ("llama3.1-70b-q4_0-ctx4096-rpc", "llama3.1-70b", 512),
+    ("qwen3-30b-a3b-q4km-ctx16384-2gpu-expertsCPU", "qwen3-30b-a3b", 512),
+    ("gpt-oss-20b-mxfp4-ctx131072-ub2048-metal", "gpt-oss-20b", 2048),
+    ("deepseek-v3-0324-ud-q2kxl-ctx16384-fa-4gpu", "deepseek-v3", 1024),
+]
+
+
+@pytest.mark.parametrize("case,key,ubatch", KV_CASES)
+def test_kv_cache_is_within_one_percent_of_llama_cpp(models, case, key, ubatch):
+    log = LOGS[case]
+    f = facts_of(models[key])
+    kv = fit.kv_bytes(f, log["ctx"]["n_ctx"], log["ctx"]["type_k"], log["ctx"]["type_v"], n_ubatch=ubatch)
+    printed = (log["kv"]["size_mib"] + log["kv"].get("swa_size_mib", 0)) * MiB
+    assert abs(kv["total"] - printed) <= 0.01 * printed
+    assert abs(kv["k"] - (log["kv"]["k_mib"] + log["kv"].get("swa_k_mib", 0)) * MiB) <= 0.01 * printed
+    assert kv["cells"] == log["kv"]["cells"]
+    if "swa_cells" in log["kv"]:
+        assert kv["swa_cells"] == log["kv"]["swa_cells"]
+
+
+def test_one_gpu_total_is_within_ten_percent_qwen3_4b(models):
+    log = LOGS["qwen3-4b-q4km-ctx8192-gtx1060"]
+    f = facts_of(models["qwen3-4b"])
+    need = fit.on_gpu(f, f["n_layer"] + 1, 8192, flash_attn=False)
+    printed = (log["model_buffer_mib"]["CUDA0"] + log["kv"]["size_mib"] + log["compute_buffer_mib"]["CUDA0"]) * MiB
+    assert abs(need["total"] - printed) <= 0.10 * printed
+    # the weights are exact: the tied output layer is loaded a second time, token_embd stays on the CPU
+    assert abs(need["weights"] - log["model_buffer_mib"]["CUDA0"] * MiB) <= 0.01 * printed
+    assert abs(f["input_bytes"] - log["model_buffer_mib"]["CPU_Mapped"] * MiB) <= MiB
+
+
+def test_metal_total_is_within_ten_percent_gpt_oss(models):
+    log = LOGS["gpt-oss-20b-mxfp4-ctx131072-ub2048-metal"]
+    f = facts_of(models["gpt-oss-20b"])
+    ctx = log["ctx"]["n_ctx"]
+    weights = fit.on_gpu(f, 25, ctx, True)["weights"]
+    kv = fit.kv_bytes(f, ctx, n_ubatch=2048)["total"]
+    compute = fit.compute_bytes(f, ctx, True, True, n_ubatch=2048)
+    printed = (log["model_buffer_mib"]["Metal_Mapped"] + log["kv"]["size_mib"] + log["kv"]["swa_size_mib"]
+               + log["compute_buffer_mib"]["Metal"]) * MiB
+    assert abs(weights + kv + compute - printed) <= 0.10 * printed
+
+
+def test_split_total_is_within_ten_percent_llama_70b(models):
+    log = LOGS["llama3.1-70b-q4_0-ctx4096-rpc"]
+    f = facts_of(models["llama3.1-70b"])
+    gpus = [{"name": f"RPC{i}", "budget": 20 * GiB + fit.reserve("cuda")} for i in range(2)]
+    res = fit.plan(f, gpus, "cuda", 4096, flash_attn=False)
+    assert res["status"] == "split"
+    printed = sum(v for k, v in log["model_buffer_mib"].items() if k.startswith("RPC")) * MiB \
+        + log["kv"]["size_mib"] * MiB + sum(v for k, v in log["compute_buffer_mib"].items() if k.startswith("RPC")) * MiB
+    ours = sum(d["needs_bytes"] for d in res["devices"])
+    assert abs(ours - printed) <= 0.10 * printed
+    assert abs(res["cpu_bytes"] - log["model_buffer_mib"]["CPU_Mapped"] * MiB) <= MiB
+
+
+# ------------------------------------------------------------------------------------------------
+# the header reader
+
+
+def test_header_facts_of_a_moe_and_a_sliding_window_model(models):
+    moe = facts_of(models["qwen3-30b-a3b"])
+    assert (moe["arch"], moe["n_layer"], moe["n_expert"], moe["n_expert_used"]) == ("qwen3moe", 48, 128, 8)
+    assert moe["n_head_kv"] == [4] * 48 and moe["head_k"] == 128
+    gemma = facts_of(models["gemma3-12b"])
+    # gemma3: five sliding-window layers of every six (llama.cpp set_swa_pattern(6))
+    assert gemma["swa"][:6] == [True] * 5 + [False] and sum(gemma["swa"]) == 40 and gemma["n_swa"] == 1024
+    assert gemma["tied_embeddings"] and gemma["file_type"] == "Q4_K_M"
+
+
+def test_split_parts_add_up_to_the_whole(tmp_path, models):
+    parts = [gm.write(str(tmp_path / f"m-{i:05d}-of-00003.gguf"), "qwen3-4b", split=(i, 3)) for i in (1, 2, 3)]
+    m = source.resolve(parts[0])
+    assert m.files == [os.path.abspath(p) for p in parts]
+    f = F.from_headers(m.label, [gguf_header.read(p) for p in m.files])
+    whole = facts_of(models["qwen3-4b"])
+    assert f["weights_bytes"] == whole["weights_bytes"] and f["layer_bytes"] == whole["layer_bytes"]
+
+
+@pytest.mark.parametrize("content,says", [
+    (b"PK\x03\x04 a zip, not a model", "not a GGUF file"),
+    (b"GGUF\x03\x00\x00\x00\x05", "ends inside its GGUF header"),
+    (b"GGUF\x09\x00\x00\x00" + b"\0" * 16, "GGUF version 9"),
+])
+def test_a_file_that_is_not_a_whole_gguf_header_is_named(tmp_path, content, says):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(content)
+    with pytest.raises(gguf_header.ModelError, match=says):
+        gguf_header.read(str(p))
+
+
+def test_a_truncated_real_header_is_refused(tmp_path, models):
+    data = open(models["qwen3-4b"], "rb").read()
+    p = tmp_path / "cut.gguf"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(gguf_header.ModelError, match="ends inside"):
+        gguf_header.read(str(p))
+
+
+class Server:
+    """Serves files on 127.0.0.1, honouring Range unless told not to; counts the bytes it sent."""
+
+    def __init__(self, files: dict, ranges=True):
+        self.files, self.ranges, self.sent, self.requests = files, ranges, 0, []
+        server = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                server.requests.append((self.path, self.headers.get("Range")))
+                body = server.files.get(self.path)
+                if body is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if callable(body):
+                    body = body()
+                start, end = 0, len(body) - 1
+                rng = self.headers.get("Range")
+                if server.ranges and rng and rng.startswith("bytes="):
+                    a, _, b = rng[6:].partition("-")
+                    start, end = int(a), min(int(b) if b else end, len(body) - 1)
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(end - start + 1))
+                self.end_headers()
+                try:
+                    for i in range(start, end + 1, 1 << 16):
+                        chunk = body[i:min(i + (1 << 16), end + 1)]
+                        self.wfile.write(chunk)
+                        server.sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+WEIGHTS = 64 * MiB  # stands for the gigabytes of weights behind the header: never to be sent
+
+
+@pytest.mark.parametrize("ranges", [True, False], ids=["range", "no-range"])
+def test_a_url_is_read_without_its_weights(models, ranges):
+    body = open(models["qwen3-4b"], "rb").read() + bytes(WEIGHTS)
+    s = Server({"/m.gguf": body}, ranges=ranges)
+    try:
+        h = gguf_header.read(s.url + "/m.gguf")
+    finally:
+        s.close()
+    assert h["kv"]["general.architecture"] == "qwen3"
+    assert s.sent < 8 * MiB  # the header and one block after it, not the weights
+    if ranges:
+        assert all(r and r.startswith("bytes=") for _, r in s.requests)
+
+
+def test_a_missing_url_says_404(models):
+    s = Server({})
+    try:
+        with pytest.raises(gguf_header.ModelError, match="HTTP 404"):
+            gguf_header.read(s.url + "/nothing.gguf")
+    finally:
+        s.close()
+
+
+def hf_repo(models, key="qwen3-4b", repo="org/Qwen3-4B-GGUF", name="Qwen3-4B-Q4_K_M.gguf"):
+    body = open(models[key], "rb").read() + bytes(MiB)
+    listing = json.dumps([{"path": name, "size": len(body)}, {"path": "mmproj-F16.gguf", "size": 10},
+                          {"path": "README.md", "size": 1}]).encode()
+    return {f"/api/models/{repo}/tree/main?recursive=true": listing, f"/{repo}/resolve/main/{name}": body}
+
+
+def test_a_checkpoint_with_a_quant_resolves_through_the_repo_listing(models):
+    s = Server(hf_repo(models))
+    try:
+        m = source.resolve("org/Qwen3-4B-GGUF:Q4_K_M", env={"HF_ENDPOINT": s.url})
+    finally:
+        s.close()
+    assert m.files == [f"{s.url}/org/Qwen3-4B-GGUF/resolve/main/Qwen3-4B-Q4_K_M.gguf"]
+
+
+def test_a_quant_the_repo_lacks_is_named():
+    with pytest.raises(gguf_header.ModelError, match="no GGUF matching 'Q8_0'"):
+        source._pick_variant(["a-Q4_K_M.gguf", "mmproj-Q8_0.gguf"], "Q8_0", "org/a:Q8_0")
+
+
+def test_split_parts_in_a_repo_are_taken_together():
+    files = [f"UD-Q4_K_XL/m-UD-Q4_K_XL-0000{i}-of-00002.gguf" for i in (1, 2)] + ["m-Q8_0.gguf"]
+    assert source._pick_variant(files, "UD-Q4_K_XL", "o/m:UD-Q4_K_XL") == files[:2]
+
+
+# ------------------------------------------------------------------------------------------------
+# fit on the machines of the issue
+
+
+def decision_on(name, recipe="llamacpp"):
+    from selector import catalog, engine
+
+    prof = profile_of(name)
+    d = engine.decide(prof, catalog.load("lemonade"), recipe)
+    return prof, d, d.verdict(d.backend)
+
+
+def kv_per_token(f):
+    """KV bytes per context token, written out from the hparams (f16 K and V)."""
+    return sum(h * (f["head_k"] + f["head_v"]) * 2 for h in f["n_head_kv"])
+
+
+def test_strix_halo_counts_gtt_and_fits_the_whole_trained_context(models):
+    from selector.models import planner
+
+    prof, d, v = decision_on("linux-ubuntu24.04-strix-halo")
+    f = facts_of(models["qwen3-30b-a3b"])
+    res = planner.fit_model(prof, d, v, f)
+    # 0.5 GiB of VRAM could not hold 17 GiB: the GTT (63.2 GiB) is what makes it fit
+    assert res["status"] == "fits" and res["ctx"] == 40960
+    assert res["devices"][0]["memory"] == "VRAM + GTT"
+
+
+def test_rtx_4090_fits_the_largest_context_its_free_memory_allows(models):
+    from selector.models import planner
+
+    prof, d, v = decision_on("linux-ubuntu24.04-rtx4090")
+    f = facts_of(models["qwen3-30b-a3b"])
+    res = planner.fit_model(prof, d, v, f)
+    gpu = prof.nvidia_gpus[0]
+    budget = (gpu.memory_free_bytes or gpu.memory_bytes) - fit.reserve("cuda")
+    fixed = sum(f["layer_bytes"]) + f["output_bytes"]
+
+    def need(ctx):
+        return fixed + fit._pad(ctx, 256) * kv_per_token(f) + fit.compute_bytes(f, ctx, True, True)
+
+    assert res["status"] == "fits" and res["devices"][0]["memory"] == "VRAM"
+    assert need(res["ctx"]) <= budget
+    assert res["ctx"] == res["trained_ctx"] or need(res["ctx"] + 256) > budget
+
+
+def test_a_70b_on_one_4090_offloads_what_fits_and_says_what_would(models):
+    from selector.models import planner
+
+    prof, d, v = decision_on("linux-ubuntu24.04-rtx4090")
+    f = facts_of(models["llama3.1-70b"])
+    res = planner.fit_model(prof, d, v, f, ctx=8192)
+    assert res["status"] == "partial"
+    k = res["ngl"]
+    budget = prof.nvidia_gpus[0].memory_bytes - fit.reserve("cuda")
+    layer = f["layer_bytes"][-1] + 8192 * kv_per_token(f) // f["n_layer"]
+    assert k * layer + fit.compute_bytes(f, 8192, True, False) <= budget
+    assert (k + 1) * layer + fit.compute_bytes(f, 8192, True, False) > budget
+    kinds = {s["kind"] for s in res["suggest"]}
+    assert "quant" in kinds
+
+
+def test_deepseek_splits_over_eight_mi300x_or_fits_one(models):
+    from selector.models import planner
+
+    prof, d, v = decision_on("linux-ubuntu22.04-8x-mi300x")
+    f = facts_of(models["deepseek-v3"])
+    res = planner.fit_model(prof, d, v, f, ctx=16384)
+    # 205 GiB of weights: more than one MI300X (192 GB), so split over the GPUs the ROCm build serves
+    assert res["status"] == "split" and len(res["devices"]) == 8
+    assert abs(sum(res["tensor_split"]) - 1) < 0.05
+
+
+@pytest.mark.parametrize("name,where", [
+    ("linux-dgxos7-dgx-spark-gb10", "unified"),
+    ("macos14-m3max", "working set"),
+    ("linux-ubuntu24.04-r9700", "VRAM"),
+])
+def test_unified_and_working_set_memory_are_named(models, name, where):
+    from selector.models import planner
+
+    prof, d, v = decision_on(name)
+    res = planner.fit_model(prof, d, v, facts_of(models["gemma3-12b"]), ctx=8192)
+    assert res["status"] == "fits" and res["devices"][0]["memory"] == where
+
+
+def test_ctx_past_training_is_refused(models):
+    with pytest.raises(fit.FitError, match="trained for"):
+        fit.plan(facts_of(models["qwen3-4b"]), [{"name": "g", "budget": 64 * GiB}], "cuda", ctx=65536)
+
+
+# ------------------------------------------------------------------------------------------------
+# the commands
+
+
+def test_plan_prints_the_launch_line_and_lemonades_flags(cli, models, tmp_path):
+    s = Server(hf_repo(models, repo="unsloth/Qwen3-4B-GGUF", name="Qwen3-4B-Q4_0.gguf"))
+    try:
+        r = cli("plan", "llamacpp", "--model", "Qwen3-4B-GGUF", "--root", machine("linux-ubuntu24.04-strix-halo"),
+                "--cache-dir", str(tmp_path), "--json", env={"HF_ENDPOINT": s.url})
+    finally:
+        s.close()
+    assert r.rc == 0, r.err
+    p = r.json()
+    assert p["fit"]["status"] == "fits" and p["fit"]["ngl"] == 37
+    a = p["args"]
+    assert a[:2] == ["-hf", "unsloth/Qwen3-4B-GGUF:Q4_0"]
+    assert a[a.index("--ctx-size") + 1] == str(p["fit"]["ctx"]) and "--flash-attn" in a
+    assert p["install"] == "pick-backend install llamacpp" and not p["installed"]
+    assert p["lemonade"] == f"lemonade run Qwen3-4B-GGUF --llamacpp {p['backend']} --ctx-size {p['fit']['ctx']}"
+    # the header is cached: models now knows the context without the network
+    r = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-strix-halo"), "--cache-dir", str(tmp_path),
+            "--json", env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    row = next(m for m in r.json()["models"] if m["name"] == "Qwen3-4B-GGUF")
+    assert row["basis"] == "header" and row["ctx"] == p["fit"]["ctx"]
+
+
+def test_plan_pins_the_gpu_of_a_mixed_machine(cli, models, tmp_path):
+    r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--backend", "rocm",
+            "--root", machine("linux-ubuntu24.04-radeonvii-w7500-rx6600"), "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["env"].get("HIP_VISIBLE_DEVICES")
+
+
+def test_models_lists_the_recipes_models_largest_first(cli):
+    r = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-rtx4090"), "--json")
+    assert r.rc == 0, r.err
+    rows = r.json()["models"]
+    lemonade = [n for n, m in source.catalog()["models"].items() if m["recipe"] == "llamacpp"]
+    assert sorted(x["name"] for x in rows) == sorted(lemonade)
+    sizes = [x["size_bytes"] for x in rows]
+    assert sizes == sorted(sizes, reverse=True)
+    # 24 GiB of VRAM: the 63 GB gpt-oss-120b cannot fit, the 0.38 GB Qwen3-0.6B can
+    by = {x["name"]: x for x in rows}
+    assert not by["gpt-oss-120b-GGUF"]["fits"] and by["Qwen3-0.6B-GGUF"]["fits"]
+    fits = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-rtx4090"), "--json", "--fits").json()
+    assert all(x["fits"] for x in fits["models"]) and len(fits["models"]) < len(rows)
+
+
+@pytest.mark.parametrize("spec,code,says", [
+    ("/nonexistent/model.gguf", 5, "no such file"),
+    ("Whisper-Tiny", 2, "whispercpp model"),
+    ("not-a-model", 5, "not a Lemonade model"),
+])
+def test_plan_bad_models_get_a_message_and_an_exit_code(cli, spec, code, says):
+    r = cli("plan", "llamacpp", "--model", spec, "--root", machine("linux-ubuntu24.04-rtx4090"))
+    assert r.rc == code and says in r.err and "Traceback" not in r.err
+
+
+def test_plan_ctx_past_training_exits_2(cli, models):
+    r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--ctx-size", "100000",
+            "--root", machine("linux-ubuntu24.04-rtx4090"))
+    assert r.rc == 2 and "trained for (40960)" in r.err
+
+
+def test_plan_exec_runs_the_installed_build_with_its_env_and_extra_args(cli, models, tmp_path):
+    d = tmp_path / "bin" / "llamacpp" / "cuda"
+    d.mkdir(parents=True)
+    (d / "version.txt").write_text("b9999\n")
+    out = tmp_path / "argv.txt"
+    exe = d / "llama-server"
+    exe.write_text(f"#!/bin/sh\necho \"$@\" > {out}\necho \"CVD=$CUDA_VISIBLE_DEVICES\" >> {out}\n")
+    exe.chmod(0o755)
+    (d / "install.json").write_text(json.dumps({"binary": "llama-server"}))
+    r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
+            "--cache-dir", str(tmp_path), "--exec", "--", "--port", "8080")
+    assert r.rc == 0, r.err
+    argv = out.read_text()
+    assert argv.startswith(f"-m {models['qwen3-4b']} --ctx-size ") and argv.split("\n")[0].endswith("--port 8080")
+
+
+def test_plan_exec_without_a_build_exits_4(cli, models, tmp_path):
+    r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
+            "--cache-dir", str(tmp_path), "--exec")
+    assert r.rc == 4 and "pick-backend install llamacpp" in r.err
+
+
+def test_the_model_list_is_its_source():
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+    import sync_catalog
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    rebuilt, _ = sync_catalog.regenerate("lemonade-models",
+                                         os.path.join(root, "catalogs-src", "lemonade-models", "server_models.json"))
+    assert rebuilt == source.catalog()
