@@ -15,7 +15,8 @@ from probes.util import parse_override
 from selector import requires
 from selector.catalog import ACCELERATORS, DISPLAY_FIELDS, Catalog, Recipe, Row
 
-POLICIES = ("accelerator-first", "lemonade")
+POLICIES = ("accelerator-first", "lemonade", "measured")
+METRICS = ("tg", "pp")
 CHANNELS = ("stable", "nightly")
 INSTALLED_STATES = ("installed", "update_available", "update_required")
 OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
@@ -36,12 +37,17 @@ class Settings(Record):
     backends: dict[str, str] = field(default_factory=dict)  # recipe -> pinned backend
     backend_sources: dict[str, str] = field(default_factory=dict)  # recipe -> "--backend" | "config.json"
     prefer_system_by_recipe: dict[str, bool] = field(default_factory=dict)
+    metric: str = "tg"  # --policy measured: generation (tg) or prompt processing (pp) speed
+    measurements: dict = field(default_factory=dict)  # recipe -> fresh bench records (selector/bench.py)
 
     def prefer_system_for(self, recipe: str) -> bool:
         return self.prefer_system_by_recipe.get(recipe, self.prefer_system)
 
     def to_dict(self) -> dict:
-        return {"channel": self.channel, "prefer_system": self.prefer_system, "policy": self.policy}
+        out = {"channel": self.channel, "prefer_system": self.prefer_system, "policy": self.policy}
+        if self.policy == "measured":
+            out["metric"] = self.metric
+        return out
 
 
 class Device(Record):
@@ -798,11 +804,52 @@ def system_preferred(recipe: Recipe, settings: Settings) -> bool:
     return settings.policy == "lemonade" and bool(recipe.extra.get("prefer_system_default", False))
 
 
+def device_key(dev: Device | None) -> str:
+    """The same device across runs: its UUID, else its PCI address, else its kind and index."""
+    if dev is None:
+        return "cpu"
+    return dev.uuid or dev.bus_id or f"{dev.type}:{dev.index}"
+
+
+def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
+    """--policy measured: the supported backend whose fresh result on its device is fastest, over the
+    model measured on the most backends (then the latest).  (None, why) when nothing can decide."""
+    recs = settings.measurements.get(recipe.name, [])
+    prefix = "pp" if settings.metric == "pp" else "tg"
+    by_model: dict[str, dict[str, dict]] = {}
+    for v in cands:
+        key = device_key(v.device)
+        for r in recs:
+            if r.get("backend") == v.name and r["device"].get("key") == key and r["test"].startswith(prefix) \
+                    and "+" not in r["test"]:
+                best = by_model.setdefault(r["model"]["key"], {})
+                if v.name not in best or r.get("at", "") > best[v.name].get("at", ""):
+                    best[v.name] = r
+    if not by_model:
+        return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
+                      f"(`pick-backend bench {recipe.name} --model M` makes them)")
+    model = max(by_model, key=lambda m: (len(by_model[m]), max(r.get("at", "") for r in by_model[m].values())))
+    results = sorted(by_model[model].values(), key=lambda r: -r["avg_ts"])
+    win = results[0]
+    chosen = next(v for v in cands if v.name == win["backend"])
+    words = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in results)
+    one = "" if len(results) > 1 else " (the only backend measured)"
+    return chosen, (f"measured: {words}{one} ({win['test']}, {win['model'].get('label', model)}, "
+                    f"{str(win.get('at', ''))[:10]})")
+
+
 def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
     prefer_system = system_preferred(recipe, settings)
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
     if settings.policy == "lemonade":
         return _first_with_installed_wins(cands)
+    if settings.policy == "measured":
+        v, why = _fastest(cands, recipe, settings)
+        if v is not None:
+            return v, why
+        fallback, fwhy = choose(vs, recipe, Settings(channel=settings.channel, prefer_system=settings.prefer_system,
+                                                     prefer_system_by_recipe=settings.prefer_system_by_recipe))
+        return fallback, f"{why}; accelerator-first instead: {fwhy}"
     acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
     if acc:
         v, why = _first_with_installed_wins(acc)

@@ -31,6 +31,7 @@ LAZY: dict[str, str] = {
     "verify": "selector.cli.verify:verify_cmd",
     "models": "selector.cli.models:models_cmd",
     "plan": "selector.cli.models:plan_cmd",
+    "bench": "selector.cli.bench:bench_cmd",
 }
 
 

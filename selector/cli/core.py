@@ -61,8 +61,9 @@ def match_name(word: str, choices) -> str | None:
 VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
-    "--timeout", "--from-file", "--allow-unverified",  # verify and install
+    "--timeout", "--from-file", "--allow-unverified", "--metric",  # verify, install, --policy measured
     "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v",  # models and plan
+    "--backends", "--repetitions", "-r", "--prompt", "--gen",  # bench
 })
 
 
@@ -116,12 +117,16 @@ OPTIONS = {
                             help="ROCm channel (env PICK_BACKEND_CHANNEL; default stable)."),
     "config": click.option("--config", "config_path", type=click.Path(), default=None,
                            help="Lemonade-style config.json (env PICK_BACKEND_CONFIG)."),
-    "policy": click.option("--policy", type=click.Choice(["accelerator-first", "lemonade"], case_sensitive=False),
-                           default=None, help="accelerator-first (default) or Lemonade's own rule."),
+    "policy": click.option("--policy", type=click.Choice(["accelerator-first", "lemonade", "measured"],
+                                                         case_sensitive=False), default=None,
+                           help="accelerator-first (default), Lemonade's own rule, or measured (the fastest in "
+                                "`pick-backend bench` results)."),
+    "metric": click.option("--metric", type=click.Choice(["tg", "pp"], case_sensitive=False), default=None,
+                           help="With --policy measured: generation (tg, default) or prompt (pp) speed."),
     "prefer_system": click.option("--prefer-system/--no-prefer-system", default=None,
                                   help="Allow (or forbid) picking a llama-server found on PATH."),
 }
-DECIDE = ("root", "profile", "catalog", "cache_dir", "channel", "config", "policy", "prefer_system")
+DECIDE = ("root", "profile", "catalog", "cache_dir", "channel", "config", "policy", "metric", "prefer_system")
 
 
 def options(*names):
@@ -141,12 +146,13 @@ class Opts:
 
     def __init__(self, ctx, kwargs):
         self.v = {k: kwargs.get(k) for k in
-                  ("root", "profile_path", "catalog", "cache_dir", "channel", "config_path", "policy", "prefer_system")}
+                  ("root", "profile_path", "catalog", "cache_dir", "channel", "config_path", "policy", "metric",
+                   "prefer_system")}
         if self.v["root"] and self.v["profile_path"]:
             raise Fail(EXIT_USAGE, "--root and --profile both name the machine to judge; give one")
         if not self.v["root"] and not self.v["profile_path"]:
             self.v["root"] = os.environ.get("PICK_BACKEND_ROOT") or None
-        for k in ("channel", "policy"):  # choices are matched case-insensitively; keep the canonical form
+        for k in ("channel", "policy", "metric"):  # choices are matched case-insensitively; keep the canonical form
             if self.v[k]:
                 self.v[k] = self.v[k].lower()
         if self.v["cache_dir"] and os.path.exists(self.v["cache_dir"]) and not os.path.isdir(self.v["cache_dir"]):
@@ -275,6 +281,14 @@ def decide_all(o: Opts, names, backend=None):
         del s.backends[n]
         s.backend_sources.pop(n, None)
     installed, pins = o.installed(), o.pins()
+    if s.policy == "measured":  # the results are read only when asked for: no cost to any other pick
+        from selector.bench import fresh_measurements
+        from selector.install.states import cache_root
+
+        s.metric = o.metric or "tg"
+        s.measurements = fresh_measurements(cache_root(o.cache_dir), installed, profile)
+    elif o.metric:
+        raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, s, pins, machine=m) for n in names]
     return profile, cat, s, decisions, warnings

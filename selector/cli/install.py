@@ -339,6 +339,7 @@ def _status(ctx, as_json, verify_flag, kwargs):
                 "path": path,
             })
     rts = runtimes(cache)
+    measured = _measurements(o, cache, inst)
     worst = 0
     if verify_flag:  # issue 16: status --verify
         from selector.cli.verify import verify_recipe
@@ -348,13 +349,43 @@ def _status(ctx, as_json, verify_flag, kwargs):
             r["device_check"] = rep
             worst = max(worst, rep["exit_code"])
     if as_json:
-        render.emit_json({"schema_version": 1, "cache": cache, "backends": rows, "runtimes": rts})
+        render.emit_json({"schema_version": 1, "cache": cache, "backends": rows, "runtimes": rts,
+                          "measurements": measured})
         sys.exit(worst)
-    if not rows and not rts:
+    if not rows and not rts and not measured:
         click.echo(f"nothing installed in {cache}")
         return
-    render.status_human(cache, rows, rts, render.console())
+    con = render.console()
+    render.status_human(cache, rows, rts, con)
+    if measured:
+        _measurements_human(con, measured)
     sys.exit(worst)
+
+
+def _measurements(o: Opts, cache: str, inst: dict) -> list[dict]:
+    """The bench results in the cache, each fresh or stale (and why); the machine is probed only
+    when there are some."""
+    from selector import bench
+
+    recs = bench.records(cache)
+    if not recs:
+        return []
+    profile = o.profile()
+    devices = bench.devices_of(profile)
+    out = []
+    for r in sorted(recs, key=lambda r: (r["recipe"], r.get("model", {}).get("label", ""), r["test"], r.get("backend", ""))):
+        why = bench.staleness(r, inst, profile, devices)
+        out.append({**r, "fresh": why is None, "stale_because": why})
+    return out
+
+
+def _measurements_human(con, measured: list[dict]) -> None:
+    con.print("measurements (pick-backend bench; --policy measured uses the fresh ones)", style="bold", markup=False)
+    for r in measured:
+        speed = f"{r['avg_ts']:.1f} ± {r.get('stddev_ts', 0):.1f} t/s" if r.get("status") == "ok" else f"failed: {r.get('why')}"
+        state = "fresh" if r["fresh"] else f"stale: {r['stale_because']}"
+        con.print(f"  {r['recipe']} {r.get('dir')} {r.get('version')}  {r['test']}  {r['model'].get('label')}  "
+                  f"{r['device'].get('name')}  {speed}  ({str(r.get('at', ''))[:10]}, {state})", markup=False, highlight=False)
 
 
 @click.command("uninstall")

@@ -53,7 +53,9 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
 
 
 def _key(d) -> str:
-    return d.uuid or d.bus_id or f"{d.type}:{d.index}"
+    from selector.engine import device_key
+
+    return device_key(d)
 
 
 def _where(mem):

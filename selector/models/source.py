@@ -169,3 +169,34 @@ def facts(model: Model, cache: str | None, session=None, limits=None, env=None, 
         except OSError:
             pass  # a read-only cache: the facts are still good for this run
     return out
+
+
+def hf_cache_dir(env=None) -> str:
+    """Where huggingface_hub (and so Lemonade) keeps downloads: HF_HUB_CACHE, else HF_HOME/hub,
+    else ~/.cache/huggingface/hub."""
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    home = env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.join(home, "hub")
+
+
+def hf_cached(url: str, env=None) -> str | None:
+    """The local copy of a Hugging Face ``resolve`` URL in the hub cache, or None."""
+    path = urlsplit(url).path.lstrip("/")
+    parts = path.split("/")
+    if len(parts) < 5 or parts[2] != "resolve":
+        return None
+    from urllib.parse import unquote
+
+    org, repo, file = parts[0], parts[1], unquote("/".join(parts[4:]))
+    snaps = os.path.join(hf_cache_dir(env), f"models--{org}--{repo}", "snapshots")
+    try:
+        names = sorted(os.listdir(snaps))
+    except OSError:
+        return None
+    for snap in names:
+        p = os.path.join(snaps, snap, *file.split("/"))
+        if os.path.isfile(p):
+            return p
+    return None

@@ -1,0 +1,205 @@
+"""bench and --policy measured: fake llama-bench builds that print real llama-bench JSON.
+
+The JSON each fake prints is a real `llama-bench -o json` result (tests/data/llama_bench_published.json,
+"json_sample", with its source) with the speeds of the case put in; the machine is the replayed
+Ryzen 7950X + RX 7900 XTX, where rocm and vulkan both run llamacpp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import gguf_models as gm
+from conftest import machine
+
+ROOT = machine("linux-ubuntu24.04-7950x-rx7900xtx")
+SAMPLE = json.load(open(os.path.join(os.path.dirname(__file__), "data", os.environ.get("BENCH_SAMPLE", "llama_bench_published.json"))))["json_sample"]
+
+FAKE = textwrap.dedent('''\
+    #!{python}
+    import json, os, sys, time
+    args = sys.argv[1:]
+    def opt(name, default):
+        return args[args.index(name) + 1] if name in args else default
+    mode = {mode!r}
+    if mode == "crash":
+        print("ggml_cuda_init: failed to initialize ROCm: invalid device function", file=sys.stderr)
+        os.abort()
+    if mode == "hang":
+        import subprocess
+        subprocess.Popen([sys.executable, "-c", "import time; open({child!r}, 'w').write(str(__import__('os').getpid())); time.sleep(600)"])
+        time.sleep(600)
+    if mode == "garbage":
+        print("| model | size | params | backend | ngl | test | t/s |")
+        sys.exit(0)
+    sample = json.load(open({sample!r}))
+    out = []
+    for n_p, n_g, ts in ((int(opt("-p", 512)), 0, {pp}), (0, int(opt("-n", 128)), {tg})):
+        if (n_p or n_g) == 0:
+            continue
+        row = dict(sample[0])
+        row.update(n_prompt=n_p, n_gen=n_g, avg_ts=ts, stddev_ts=ts / 100, samples_ts=[ts] * int(opt("-r", 5)),
+                   model_filename=opt("-m", ""), build_number={build})
+        if mode == "cpu":
+            row.update(backends="CPU", gpu_info="", n_gpu_layers=0)
+        out.append(row)
+    print("ggml_vulkan: Found 1 Vulkan devices:")
+    print(json.dumps(out, indent=2))
+''')
+
+
+def gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie waiting for a parent that does not reap (PID 1 in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def install(cache, dirname, mode="ok", pp=1000.0, tg=100.0, build=7000, version="b7000", child=""):
+    d = cache / "bin" / "llamacpp" / dirname
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "version.txt").write_text(version + "\n")
+    (d / "install.json").write_text(json.dumps({"binary": "llama-server"}))
+    server = d / "llama-server"
+    server.write_text("#!/bin/sh\nexit 0\n")
+    server.chmod(0o755)
+    sample = cache / "sample.json"
+    sample.write_text(json.dumps(SAMPLE))
+    b = d / "llama-bench"
+    b.write_text(FAKE.format(python=sys.executable, mode=mode, sample=str(sample), pp=pp, tg=tg, build=build,
+                             child=child))
+    b.chmod(0o755)
+    return d
+
+
+@pytest.fixture
+def model(tmp_path):
+    return gm.write(str(tmp_path / "Qwen3-4B-Q4_K_M.gguf"), "qwen3-4b")
+
+
+def bench(cli, cache, model, *extra):
+    return cli("bench", "llamacpp", "--model", model, "--root", ROOT, "--cache-dir", str(cache), "-r", "2", *extra)
+
+
+def pick(cli, cache, *extra):
+    return cli("pick", "llamacpp", "--root", ROOT, "--cache-dir", str(cache), "--json", *extra).json()["recipes"]["llamacpp"]
+
+
+def test_the_sample_is_real_llama_bench_json():
+    row = SAMPLE[0]
+    for k in ("build_commit", "build_number", "model_filename", "n_prompt", "n_gen", "avg_ts", "stddev_ts", "backends"):
+        assert k in row
+
+
+def test_two_backends_measured_and_the_faster_one_wins(cli, tmp_path, model):
+    install(tmp_path, "rocm-stable", pp=2900.0, tg=140.0)
+    install(tmp_path, "vulkan", pp=2400.0, tg=172.0)
+    r = bench(cli, tmp_path, model, "--json")
+    assert r.rc == 0, r.err
+    out = r.json()
+    assert out["winner"] == "vulkan" and out["metric"] == "tg128"
+    speeds = {x["backend"]: x["tests"]["tg128"]["avg_ts"] for x in out["results"]}
+    assert speeds == {"rocm": 140.0, "vulkan": 172.0}
+    before = pick(cli, tmp_path)
+    assert before["backend"] == "vulkan"  # Lemonade's order, not a measurement
+    tg = pick(cli, tmp_path, "--policy", "measured")
+    assert tg["backend"] == "vulkan" and tg["reason"].startswith("measured: vulkan 172 t/s vs rocm 140 t/s (tg128,")
+    pp = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")
+    assert pp["backend"] == "rocm" and "rocm 2900 t/s vs vulkan 2400 t/s (pp512" in pp["reason"]
+
+
+def test_without_results_measured_falls_back_and_says_so(cli, tmp_path):
+    d = pick(cli, tmp_path, "--policy", "measured")
+    assert d["backend"] == "vulkan"
+    assert d["reason"].startswith("no fresh tg measurement of llamacpp") and "accelerator-first instead" in d["reason"]
+
+
+def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
+    install(tmp_path, "rocm-stable", tg=200.0)
+    install(tmp_path, "vulkan", tg=100.0)
+    assert bench(cli, tmp_path, model).rc == 0
+    assert pick(cli, tmp_path, "--policy", "measured")["backend"] == "rocm"
+    (tmp_path / "bin" / "llamacpp" / "rocm-stable" / "version.txt").write_text("b7100\n")
+    d = pick(cli, tmp_path, "--policy", "measured")
+    assert d["backend"] == "vulkan" and "the only backend measured" in d["reason"]
+    st = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path), "--json").json()
+    stale = [m for m in st["measurements"] if m["dir"] == "rocm-stable"]
+    assert stale and all(not m["fresh"] and "now b7100" in m["stale_because"] for m in stale)
+
+
+@pytest.mark.parametrize("mode,says", [
+    ("crash", "crashed (killed by signal 6)"),
+    ("garbage", "unreadable output: no JSON array"),
+    ("cpu", "saw no GPU"),
+])
+def test_a_failed_build_is_recorded_with_evidence_and_never_wins(cli, tmp_path, model, mode, says):
+    install(tmp_path, "rocm-stable", mode=mode, tg=999.0)
+    install(tmp_path, "vulkan", tg=50.0)
+    r = bench(cli, tmp_path, model, "--json")
+    assert r.rc == 0, r.err
+    rocm = next(x for x in r.json()["results"] if x["backend"] == "rocm")
+    assert rocm["status"] == "failed" and says in rocm["why"]
+    if mode == "crash":
+        assert any("invalid device function" in e for e in rocm["evidence"])
+    assert pick(cli, tmp_path, "--policy", "measured")["backend"] == "vulkan"
+
+
+def test_a_hang_ends_at_the_timeout_with_its_whole_process_group(cli, tmp_path, model):
+    child = tmp_path / "child.pid"
+    install(tmp_path, "rocm-stable", mode="hang", child=str(child))
+    started = time.monotonic()
+    r = bench(cli, tmp_path, model, "--backends", "rocm", "--timeout", "3", "--json")
+    assert time.monotonic() - started < 30
+    assert r.rc == 3 and "hung" in r.json()["results"][0]["why"]
+    time.sleep(0.5)
+    assert gone(int(child.read_text()))  # the benchmark's own child is gone too
+
+
+def test_sigterm_ends_the_group_and_writes_nothing(tmp_path, model):
+    child = tmp_path / "child.pid"
+    install(tmp_path, "rocm-stable", mode="hang", child=str(child))
+    env = {**os.environ, "COLUMNS": "200"}
+    p = subprocess.Popen([sys.executable, "-m", "selector", "bench", "llamacpp", "--model", model, "--root", ROOT,
+                          "--cache-dir", str(tmp_path), "--backends", "rocm"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if child.exists() and child.read_text():
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    p.wait(30)
+    assert p.returncode == 130
+    time.sleep(0.5)
+    assert gone(int(child.read_text()))
+    assert not (tmp_path / "pick-backend" / "bench").exists() or not os.listdir(tmp_path / "pick-backend" / "bench")
+
+
+def test_no_installed_backend_exits_3(cli, tmp_path, model):
+    r = bench(cli, tmp_path, model)
+    assert r.rc == 3 and "--install" in r.err
+
+
+def test_a_missing_model_exits_5(cli, tmp_path):
+    install(tmp_path, "vulkan")
+    r = bench(cli, tmp_path, str(tmp_path / "absent.gguf"))
+    assert r.rc == 5 and "absent.gguf" in r.err and "Traceback" not in r.err
+
+
+def test_a_recipe_without_a_bench_tool_says_so(cli, tmp_path, model):
+    r = cli("bench", "whispercpp", "--model", model, "--root", ROOT, "--cache-dir", str(tmp_path))
+    assert r.rc == 3 and "whisper-bench" in r.err
+
+
+def test_metric_without_measured_is_a_usage_error(cli, tmp_path):
+    r = cli("pick", "llamacpp", "--root", ROOT, "--metric", "pp")
+    assert r.rc == 2 and "--policy measured" in r.err
