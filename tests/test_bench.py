@@ -15,9 +15,11 @@ import sys
 import textwrap
 import time
 
+import jsonschema
 import pytest
 
 import gguf_models as gm
+from test_json_contract import schema
 from conftest import machine
 
 ROOT = machine("linux-ubuntu24.04-7950x-rx7900xtx")
@@ -107,6 +109,7 @@ def test_two_backends_measured_and_the_faster_one_wins(cli, tmp_path, model):
     r = bench(cli, tmp_path, model, "--json")
     assert r.rc == 0, r.err
     out = r.json()
+    jsonschema.validate(out, schema("bench"))
     assert out["winner"] == "vulkan" and out["metric"] == "tg128"
     speeds = {x["backend"]: x["tests"]["tg128"]["avg_ts"] for x in out["results"]}
     assert speeds == {"rocm": 140.0, "vulkan": 172.0}

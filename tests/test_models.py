@@ -12,10 +12,12 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import jsonschema
 import pytest
 
 import gguf_models as gm
 from conftest import machine, profile_of
+from test_json_contract import schema
 from selector.models import facts as F
 from selector.models import fit, gguf_header, source
 
@@ -346,6 +348,7 @@ def test_plan_prints_the_launch_line_and_lemonades_flags(cli, models, tmp_path):
         s.close()
     assert r.rc == 0, r.err
     p = r.json()
+    jsonschema.validate(p, schema("plan"))
     assert p["fit"]["status"] == "fits" and p["fit"]["ngl"] == 37
     a = p["args"]
     assert a[:2] == ["-hf", "unsloth/Qwen3-4B-GGUF:Q4_0"]
@@ -355,6 +358,7 @@ def test_plan_prints_the_launch_line_and_lemonades_flags(cli, models, tmp_path):
     # the header is cached: models now knows the context without the network
     r = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-strix-halo"), "--cache-dir", str(tmp_path),
             "--json", env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    jsonschema.validate(r.json(), schema("models"))
     row = next(m for m in r.json()["models"] if m["name"] == "Qwen3-4B-GGUF")
     assert row["basis"] == "header" and row["ctx"] == p["fit"]["ctx"]
 

@@ -140,15 +140,17 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
         c = "-" if r["ctx"] is None else (f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}"))
         if r["ctx"] is None and r["fits"] and r["basis"] == "file size" and cat.recipes[d.recipe].uses_ctx_size:
             c = "header not read"
-        lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", r["where"] if r["fits"] else "no", c,
+        fits = ("weights fit: " if r["basis"] == "file size" and cat.recipes[d.recipe].uses_ctx_size else "") + r["where"]
+        lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits if r["fits"] else "no", c,
                       ",".join(r["labels"])))
     widths = [max(len(x[i]) for x in lines) for i in range(4)]
     for i, line in enumerate(lines):
         text = "  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[4]
         con.print(text.rstrip(), style="bold" if i == 0 else None, markup=False, highlight=False)
     if any(r["basis"] == "file size" for r in rows) and cat.recipes[d.recipe].uses_ctx_size:
-        con.print("context: read from the GGUF header; `pick-backend plan RECIPE --model NAME` or "
-                  "`models --read-headers` reads it (a few MB each)", style="dim", markup=False)
+        con.print("weights fit: the download fits; whether a context does too is in the GGUF header, which "
+                  f"`pick-backend plan {d.recipe} --model NAME` or `models --read-headers` reads (a few MB each)",
+                  style="dim", markup=False)
 
 
 def _cached_model(cache: str, entry: dict):
