@@ -23,7 +23,7 @@ from test_json_contract import schema
 from conftest import machine
 
 ROOT = machine("linux-ubuntu24.04-7950x-rx7900xtx")
-SAMPLE = json.load(open(os.path.join(os.path.dirname(__file__), "data", os.environ.get("BENCH_SAMPLE", "llama_bench_published.json"))))["json_sample"]
+SAMPLE = json.load(open(os.path.join(os.path.dirname(__file__), "data", "llama_bench_published.json")))["json_sample"]
 
 FAKE = textwrap.dedent('''\
     #!{python}
