@@ -90,7 +90,7 @@ def whole_process(runs):
     return rows
 
 
-HEAVY = ("requests", "cpuinfo", "rich")  # never on the --json pick path (README, "Performance")
+HEAVY = ("requests", "cpuinfo", "rich", "gguf", "numpy")  # never on the --json pick path (README, "Performance")
 
 
 def heavy_imports() -> tuple[list[str], float]:

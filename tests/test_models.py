@@ -433,3 +433,21 @@ def test_the_model_list_is_its_source():
     rebuilt, _ = sync_catalog.regenerate("lemonade-models",
                                          os.path.join(root, "catalogs-src", "lemonade-models", "server_models.json"))
     assert rebuilt == source.catalog()
+
+
+@pytest.mark.parametrize("name,gpt_oss_120b", [
+    ("linux-ubuntu24.04-strix-halo", True),     # 63.2 GiB of GTT takes its 62.8 GB
+    ("linux-ubuntu24.04-r9700", False),          # 32 GB of VRAM
+    ("linux-ubuntu24.04-rtx4090", False),        # 24 GB
+    ("macos14-m3max", False),                    # 64 GB: Metal's working set is ~48 GiB
+    ("linux-ubuntu22.04-8x-mi300x", True),       # 192 GB each
+    ("linux-dgxos7-dgx-spark-gb10", True),       # 128 GB unified
+])
+def test_models_on_the_machines_of_the_issue(cli, name, gpt_oss_120b):
+    r = cli("models", "llamacpp", "--root", machine(name), "--json")
+    assert r.rc == 0, r.err
+    by = {x["name"]: x for x in r.json()["models"]}
+    assert by["Qwen3-0.6B-GGUF"]["fits"]
+    assert by["gpt-oss-120b-GGUF"]["fits"] is gpt_oss_120b
+    if name == "linux-ubuntu24.04-strix-halo":
+        assert by["gpt-oss-120b-GGUF"]["where"] == "VRAM + GTT"

@@ -66,6 +66,9 @@ TESTS = {
                            "tests/test_install_lock.py", "tests/test_unpack_gzip.py", "tests/test_install_record.py",
                            "tests/test_install_safety.py", "tests/test_install_audit.py", "tests/test_install.py",
                            "tests/test_install_assets.py", "tests/test_verify_install.py"],
+    "selector/models/*": ["tests/test_models.py"],
+    "selector/bench.py": ["tests/test_bench.py"],
+    "probes/memory.py": ["tests/test_models.py", "tests/test_fixtures.py"],
 }
 
 
