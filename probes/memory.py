@@ -35,13 +35,18 @@ class DeviceMemory(Record):
         return " + ".join(parts) or "-"
 
 
-def amd(g) -> DeviceMemory:
+def amd(g, system_bytes: int | None = None, os_name: str = "linux") -> DeviceMemory:
     vram = g.vram_bytes
     free = vram - g.vram_used_bytes if vram and g.vram_used_bytes is not None else None
     if g.integrated and g.gtt_bytes:
         # the carve-out and GTT add up: llama.cpp's HIP and Vulkan backends both allocate from GTT
         # on an APU, so a 512 MiB carve-out does not cap the model
         return DeviceMemory(vram, free, g.gtt_bytes, "GTT", False, (vram or 0) + g.gtt_bytes, None)
+    if g.integrated and os_name == "windows" and system_bytes:
+        # Windows gives every GPU "shared GPU memory" of up to half the system memory (WDDM; Task
+        # Manager shows it): an estimate, since the probe reads no figure for it
+        shared = int(system_bytes * tables.load("memory")["windows_shared"]["fraction"])
+        return DeviceMemory(vram, free, shared, "shared", True, (vram or 0) + shared, None)
     return DeviceMemory(vram, free, None, None, False, vram, free)
 
 
@@ -78,7 +83,7 @@ def of(profile, gpu) -> DeviceMemory:
     if gpu is None:
         return cpu(profile)
     if hasattr(gpu, "gfx"):
-        return amd(gpu)
+        return amd(gpu, profile.cpu.memory_bytes, profile.os.name)
     if hasattr(gpu, "sm"):
         return nvidia(gpu)
     return DeviceMemory()  # Intel: i915/xe say nothing of memory in sysfs

@@ -348,7 +348,7 @@ def _usable(d: Device) -> int:
     """The memory an engine can allocate on it: an APU's GTT counts (probes/memory.py)."""
     g = d.gpu
     if d.type == "amd_gpu" and g is not None:
-        return memory.amd(g).usable or 0
+        return memory.amd(g).usable or 0  # (GTT on Linux; Windows' shared memory is an estimate, not counted)
     return d.memory_bytes or 0
 
 

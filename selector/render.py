@@ -164,7 +164,7 @@ def probe_human(profile, con) -> None:
         if not g.visible:
             notes.append("hidden")
         t.add_row(f"amd{g.index}", g.name, target, "integrated" if g.integrated else "discrete",
-                  memory.amd(g).describe(), g.driver or "-", ", ".join(notes))
+                  memory.of(profile, g).describe(), g.driver or "-", ", ".join(notes))
         rows += 1
     for g in profile.nvidia_gpus:
         notes = [g.source] + ([] if g.visible else ["hidden"])

@@ -451,3 +451,20 @@ def test_models_on_the_machines_of_the_issue(cli, name, gpt_oss_120b):
     assert by["gpt-oss-120b-GGUF"]["fits"] is gpt_oss_120b
     if name == "linux-ubuntu24.04-strix-halo":
         assert by["gpt-oss-120b-GGUF"]["where"] == "VRAM + GTT"
+
+
+def test_the_device_number_verify_read_goes_into_the_plan(cli, models, tmp_path):
+    """After `verify` read the build's listing (a real RADV line, tests/test_verify.py), plan and
+    the Lemonade line name the device as the build numbers it; a new build forgets the number."""
+    from test_verify import R, fake_build, script
+
+    fake_build(tmp_path, "vulkan", script(R.RADV_STRIX_OUT, R.RADV_STRIX_ERR))
+    strix = machine("linux-ubuntu24.04-strix-halo")
+    assert cli("verify", "llamacpp", "--root", strix, "--cache-dir", str(tmp_path)).rc == 0
+    p = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", strix, "--cache-dir", str(tmp_path), "--json").json()
+    a = p["args"]
+    assert a[a.index("--device") + 1] == "Vulkan0" and p["device_ids_known"]
+    assert p["installed"] and p["executable"].endswith("llama-server")
+    (tmp_path / "bin" / "llamacpp" / "vulkan" / "version.txt").write_text("b0001\n")
+    p = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", strix, "--cache-dir", str(tmp_path), "--json").json()
+    assert "--device" not in p["args"] and not p["device_ids_known"]

@@ -130,6 +130,11 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
             continue
         argv = [exe, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions), "-o", "json",
                 "-ngl", "99"]
+        from selector.cli.models import _device_ids
+
+        dev_id = _device_ids(cache, name, dirname, head["version"]).get(head["device"]["key"]) if dev else None
+        if dev_id:  # the number this build gave the device when `verify` ran it (ROCm0, Vulkan1)
+            argv += ["-dev", dev_id]
         _say(f"bench {v.name}: {os.path.basename(exe)} on {head['device']['name']} "
              f"({', '.join(tests)}, {repetitions} runs each)...")
         try:
