@@ -468,3 +468,68 @@ def test_the_device_number_verify_read_goes_into_the_plan(cli, models, tmp_path)
     (tmp_path / "bin" / "llamacpp" / "vulkan" / "version.txt").write_text("b0001\n")
     p = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", strix, "--cache-dir", str(tmp_path), "--json").json()
     assert "--device" not in p["args"] and not p["device_ids_known"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the answers that are not "it fits"
+
+
+def gpu(budget_gib):
+    return [{"name": "g", "budget": int(budget_gib * GiB) + fit.reserve("cuda")}]
+
+
+def test_what_would_fit_instead_is_true(models):
+    f = facts_of(models["qwen3-4b"])
+    full = fit.on_gpu(f, 37, 40960, True)["total"]
+    kv = fit.kv_bytes(f, 40960)["total"]
+    q8 = fit.kv_bytes(f, 40960, "q8_0", "q8_0")["total"]
+    room = full - (kv - q8) // 2  # short of f16's need, but a q8_0 cache would fit
+    res = fit.plan(f, [{"name": "g", "budget": room + fit.reserve("cuda")}], "cuda", ctx=40960)
+    assert res["status"] == "partial"
+    by = {s["kind"]: s for s in res["suggest"]}
+    assert by["cache_type"]["flags"] == ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
+    assert fit.plan(f, [{"name": "g", "budget": room + fit.reserve("cuda")}], "cuda", ctx=40960,
+                    type_k="q8_0", type_v="q8_0")["status"] == "fits"
+    smaller = int(by["ctx_size"]["flags"][1])
+    assert fit.on_gpu(f, 37, smaller, True)["total"] <= room < fit.on_gpu(f, 37, smaller + 256, True)["total"]
+    quant = by["quant"]["max_weights_bytes"]
+    assert quant == f["weights_bytes"] - (full - room)
+
+
+def test_nothing_fits_says_so_and_exits_3(cli, models):
+    r = cli("plan", "llamacpp", "--model", models["deepseek-v3"], "--root", machine("linux-ubuntu24.04-strix-halo"), "--json")
+    assert r.rc == 3
+    p = r.json()["fit"]
+    assert p["status"] == "no" and p["devices"][0]["needs_bytes"] > p["devices"][0]["budget_bytes"]
+    assert any(s["kind"] == "quant" for s in p["suggest"])
+
+
+def test_a_cpu_build_fits_in_system_memory_up_to_its_limit(models):
+    f = facts_of(models["qwen3-4b"])
+    roomy = fit.plan(f, [], "cpu", cpu_budget=64 * GiB)
+    assert roomy["status"] == "cpu" and roomy["ctx"] == 40960
+    budget = 4 * GiB
+    tight = fit.plan(f, [], "cpu", cpu_budget=budget + fit.reserve("cpu"))
+
+    def need(c):
+        return fit.on_cpu(f, 0, c)["total"] + fit.compute_bytes(f, c, True, True)
+
+    assert tight["status"] == "cpu" and need(tight["ctx"]) <= budget < need(tight["ctx"] + 256)
+    none = fit.plan(f, [], "cpu", cpu_budget=1 * GiB + fit.reserve("cpu"))
+    assert none["status"] == "no" and none["suggest"]
+
+
+def test_the_last_gpu_of_a_split_holds_the_output_layer(models):
+    f = facts_of(models["llama3.1-70b"])
+    res = fit.plan(f, gpu(20) * 2, "cuda", 4096, flash_attn=False)
+    a, b = res["devices"]
+    assert b["weights_bytes"] - a["weights_bytes"] == f["output_bytes"]  # 40 equal layers each
+    assert res["tensor_split"] == [0.5, 0.5]
+
+
+def test_a_recurrent_model_without_attention_has_no_kv_cache(models):
+    f = dict(facts_of(models["qwen3-4b"]), recurrent=True)
+    f["n_head_kv"] = [0] * f["n_layer"]
+    assert fit.kv_bytes(f, 8192)["total"] == 0
+    hybrid = dict(f, n_head_kv=[8 if il % 4 == 3 else 0 for il in range(f["n_layer"])])
+    assert fit.kv_bytes(hybrid, 8192)["total"] == 9 * 8192 * 8 * 256 * 2

@@ -152,7 +152,8 @@ def plan(facts: dict, devices: list[dict], backend: str, ctx: int | None = None,
         if got is None:
             return {**res, "status": "no", "ctx": ctx or lo, "ngl": 0, "cpu_bytes": need(ctx or lo),
                     "cpu_budget": max(budget, 0), "devices": [],
-                    "suggest": _suggest(facts, need(ctx or lo) - budget, ctx or lo, type_k, type_v, None)}
+                    "suggest": _suggest(facts, need(ctx or lo) - budget, ctx or lo, type_k, type_v,
+                                        lambda c: need(c) <= budget)}
         return {**res, "status": "cpu", "ctx": got, "ngl": 0, "cpu_bytes": need(got), "cpu_budget": budget,
                 "devices": []}
 
@@ -184,7 +185,7 @@ def plan(facts: dict, devices: list[dict], backend: str, ctx: int | None = None,
     cpu = on_cpu(facts, k, c, type_k, type_v)["total"]
     cpu_room = (cpu_budget or 0) - reserve("cpu")
     full = on_gpu(facts, all_layers, c, flash_attn, type_k, type_v)["total"]
-    suggest = _suggest(facts, full - budget0, c, type_k, type_v, budget0)
+    suggest = _suggest(facts, full - budget0, c, type_k, type_v, one)
     if k and (cpu_budget is None or cpu <= cpu_room):
         need = on_gpu(facts, k, c, flash_attn, type_k, type_v)
         return {**res, "status": "partial", "ctx": c, "ngl": k, "devices": [_dev(first, need, budget0)],
@@ -223,8 +224,9 @@ def _split(facts, gpus, backend, flash_attn, type_k, type_v):
     return check
 
 
-def _suggest(facts, short: int, ctx: int, type_k: str, type_v: str, budget: int | None) -> list[dict]:
-    """What would fit instead: a q8_0 cache, a smaller context, a smaller quant."""
+def _suggest(facts, short: int, ctx: int, type_k: str, type_v: str, fits) -> list[dict]:
+    """What would fit instead of ``short`` bytes too many at ``ctx``: a q8_0 cache, the largest
+    context that fits (``fits(ctx)``: all layers at that context), a smaller quantization."""
     out = []
     kv = kv_bytes(facts, ctx, type_k, type_v)["total"]
     if type_k == "f16" and kv:
@@ -232,11 +234,10 @@ def _suggest(facts, short: int, ctx: int, type_k: str, type_v: str, budget: int 
         if saved >= short:
             out.append({"kind": "cache_type", "flags": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"],
                         "says": f"a q8_0 KV cache saves {saved / (1 << 30):.1f} GiB (needs flash attention for V)"})
-    if budget is not None and kv:
-        smaller = ctx
-        while smaller > 512 and kv_bytes(facts, smaller, type_k, type_v)["total"] > kv - short:
-            smaller //= 2
-        if smaller < ctx and smaller >= 512 and kv_bytes(facts, smaller, type_k, type_v)["total"] <= kv - short:
+    step = fit_table()["ctx_pad"]
+    if kv and ctx > step:
+        smaller = _largest_ctx(fits, step, ctx - step)
+        if smaller is not None:
             out.append({"kind": "ctx_size", "flags": ["--ctx-size", str(smaller)],
                         "says": f"a context of {smaller} tokens fits"})
     weights = facts["weights_bytes"]
