@@ -439,6 +439,28 @@ def test_api_answer_over_the_cap_stops_reading(srv, monkeypatch):
     assert "release b1" in str(e.value) and "stopped reading" in str(e.value)
 
 
+def test_a_compressed_api_answer_is_decoded_a_block_at_a_time(srv, monkeypatch):
+    """A gzip bomb (64 MiB of zeros in 64 KiB on the wire) is stopped at the cap without ever
+    holding more than one block decoded: urllib3 2's bounded read1 (the dependency floor)."""
+    import gzip
+
+    bomb = gzip.compress(bytes(64 << 20))
+    srv.handle = lambda h: send(h, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    monkeypatch.setattr(download, "MAX_API_BODY", 4 << 20)
+    biggest = []
+    real = download._chunks
+
+    def spy(r, decode=False):
+        for block in real(r, decode):
+            biggest.append(len(block))
+            yield block
+
+    monkeypatch.setattr(download, "_chunks", spy)
+    with pytest.raises(DownloadError, match="stopped reading"):
+        download.get_json(requests.Session(), srv.url + "/x", "release b1")
+    assert max(biggest) <= download.CHUNK and sum(biggest) <= (4 << 20) + download.CHUNK
+
+
 # ---- progress --------------------------------------------------------------------------------------
 
 def test_progress_without_a_terminal_prints_plain_lines(capsys):

@@ -512,7 +512,8 @@ def test_every_declared_dependency_is_imported_somewhere():
     deps = re.findall(r'"([^"]+)"', block)
     assert "platformdirs" not in block  # Lemonade's cache path is ~/.cache/lemonade on every OS
     modules = {"click": "click", "rich": "rich", "requests": "requests", "distro": "distro", "py-cpuinfo": "cpuinfo",
-               "nvidia-ml-py": "pynvml", "pyamdgpuinfo": "pyamdgpuinfo", "py7zr": "py7zr", "gguf": "gguf"}
+               "nvidia-ml-py": "pynvml", "pyamdgpuinfo": "pyamdgpuinfo", "py7zr": "py7zr", "gguf": "gguf",
+               "urllib3": "urllib3"}
     code = ""
     for pkg in ("probes", "selector"):
         for dirpath, _, files in os.walk(os.path.join(ROOT, pkg)):
