@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
 
 from selector.engine import device_key  # noqa: F401 - the key records are filed under
 
 OK, FAILED = "ok", "failed"
 TAIL = 12  # lines of output kept as the evidence of a failure
-KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL to the benchmark's process group
 
 
 class BenchError(Exception):
@@ -101,50 +97,19 @@ def tail(text: str, n: int = TAIL) -> list[str]:
 
 
 def run(argv: list[str], env: dict, timeout: float) -> dict:
-    """Run one benchmark in its own process group: {status, stdout, stderr, seconds, why}.  A
-    timeout, Ctrl-C or SIGTERM ends the whole group (llama-bench and anything it started)."""
-    started = time.monotonic()
-    try:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                             start_new_session=True, stdin=subprocess.DEVNULL)
-    except OSError as e:
-        return {"status": FAILED, "stdout": "", "stderr": "", "seconds": 0.0,
-                "why": f"cannot start {argv[0]}: {e.strerror or e}"}
+    """Run one benchmark in its own process group (verify's runner): {status, stdout, stderr,
+    seconds, why}.  A timeout, Ctrl-C or SIGTERM ends the whole group (llama-bench and anything it
+    started); Ctrl-C and SIGTERM then raise KeyboardInterrupt."""
+    from selector.verify import run as run_build
 
-    def end_group():
-        for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, KILL_GRACE)):
-            try:
-                os.killpg(p.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                p.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_group()
-        out, err = p.communicate()
-        return {"status": FAILED, "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
-                "seconds": time.monotonic() - started, "why": f"no result within {timeout:g} s (hung); stopped"}
-    except BaseException:
-        end_group()
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    res = {"stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
-           "seconds": time.monotonic() - started}
-    if p.returncode != 0:
-        how = f"killed by signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}"
+    r = run_build(argv, env, timeout)
+    res = {"stdout": r["stdout"], "stderr": r["stderr"], "seconds": r["seconds"]}
+    if r["start_error"]:
+        return {**res, "status": FAILED, "why": f"cannot start: {r['start_error']}"}
+    if r["timed_out"]:
+        return {**res, "status": FAILED, "why": f"no result within {timeout:g} s (hung); stopped"}
+    if r["status"] != 0:
+        how = f"killed by signal {-r['status']}" if r["status"] < 0 else f"exit status {r['status']}"
         return {**res, "status": FAILED, "why": f"crashed ({how})"}
     return {**res, "status": OK, "why": ""}
 

@@ -340,6 +340,7 @@ def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> di
         out["start_error"] = f"{cmd[0]}: cannot be executed: {e.strerror or e}"
         out["seconds"] = round(time.monotonic() - t0, 3)
         return out
+    previous = _term_interrupts()
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -349,11 +350,29 @@ def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> di
             stdout, stderr = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipes
             stdout, stderr = b"", b""
+    except BaseException:  # Ctrl-C, or SIGTERM (made an interrupt below): the group goes with us
+        _kill(proc)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     out["status"] = None if out["timed_out"] else proc.returncode
     out["stdout"] = stdout.decode("utf-8", "replace")
     out["stderr"] = stderr.decode("utf-8", "replace")
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
+
+
+def _term_interrupts():
+    """While a build runs, SIGTERM interrupts as Ctrl-C does, so its process group is ended too;
+    returns the handler to put back (None where signals cannot be set: not the main thread)."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, on_term)
+    except ValueError:
+        return None
 
 
 def _kill(proc) -> None:
