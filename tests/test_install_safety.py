@@ -684,3 +684,20 @@ def test_an_archive_declaring_over_twenty_times_its_size_is_refused_before_writi
     # the same archive with an honest index installs (1 MiB from a few KiB is under the 512 MiB floor)
     r = nightly(srv, tmp_path / "ok", data)
     assert r.rc == 0, r.err
+
+
+def test_uninstall_waits_for_an_install_and_says_so(tmp_path):
+    """uninstall takes the install's lock: while another process holds it, it says so and waits."""
+    d = tmp_path / "bin" / "llamacpp" / "vulkan"
+    d.mkdir(parents=True)
+    (d / "version.txt").write_text("b1\n")
+    held = subprocess.Popen([sys.executable, "-c", f"import sys, time; sys.path.insert(0, {os.getcwd()!r})\n"
+                             "from selector.install.unpack import lock\n"
+                             f"with lock({str(d) + '.lock'!r}):\n    print('held', flush=True); time.sleep(2)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert held.stdout.readline().strip() == "held"
+    r = run_cli("uninstall", "llamacpp", "vulkan", "--cache-dir", str(tmp_path))
+    held.wait(10)
+    assert r.rc == 0, r.err
+    assert "waiting for another install of llamacpp/vulkan" in r.err
+    assert not d.exists()

@@ -234,6 +234,15 @@ def test_step_names_what_failed_and_where():
         with installer.step("writing"):
             raise OSError("disk on fire")
     assert str(e.value) == "writing failed: disk on fire"
+    # a step named by where it writes reads as a sentence, not "unpacking into failed: ..."
+    with pytest.raises(InstallError) as e:
+        with installer.step("unpacking into", "/c/vulkan.staging"):
+            raise OSError(28, "No space left on device")
+    assert str(e.value) == "unpacking into /c/vulkan.staging failed: No space left on device"
+    with pytest.raises(InstallError) as e:
+        with installer.step("unpacking into", "/c/s"):
+            raise OSError(28, "No space left on device", "/c/s/lib/libggml.so")
+    assert str(e.value) == "unpacking into /c/s failed: No space left on device: /c/s/lib/libggml.so"
     with pytest.raises(ValueError):
         with installer.step("anything", "/p"):
             raise ValueError("not an OS error: not turned into an install error")

@@ -422,7 +422,8 @@ def _uninstall(ctx, recipe, backend, as_json, kwargs):
         pass  # nothing there: no lock needed (and none can be taken on a read-only cache)
     else:
         try:
-            with lock(path + ".lock"):
+            with lock(path + ".lock", lambda: click.echo(
+                    f"pick-backend: waiting for another install of {name}/{dirname} (lock {path}.lock)", err=True)):
                 repair(path)  # a crash's leftovers first: .old back in place or removed, .staging removed
                 if os.path.isdir(path):
                     trash = path + ".trash"

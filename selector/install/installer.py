@@ -60,6 +60,9 @@ def step(what: str, path: str = ""):
         yield
     except OSError as e:
         where = e.filename or path
+        if path and what.endswith((" into", " to", " in")):  # "unpacking into PATH failed: ...", not "into failed"
+            extra = f": {e.filename}" if e.filename and e.filename != path else ""
+            raise InstallError(f"{what} {path} failed: {e.strerror or e}{extra}") from None
         raise InstallError(f"{what} failed: {e.strerror or e}" + (f": {where}" if where else "")) from None
 
 
