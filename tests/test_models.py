@@ -72,6 +72,25 @@ def test_one_gpu_total_is_within_ten_percent_qwen3_4b(models):
     assert abs(f["input_bytes"] - log["model_buffer_mib"]["CPU_Mapped"] * MiB) <= MiB
 
 
+@pytest.mark.parametrize("case,key,ubatch,fa,device,within", [
+    ("qwen3-4b-q4km-ctx8192-gtx1060", "qwen3-4b", 512, False, "CUDA0", 0.02),
+    ("qwen3-30b-a3b-q4km-ctx16384-2gpu-expertsCPU", "qwen3-30b-a3b", 512, False, "CUDA0", 0.05),
+    ("gpt-oss-20b-mxfp4-ctx131072-ub2048-metal", "gpt-oss-20b", 2048, True, "Metal", 0.06),
+])
+def test_the_compute_buffer_estimate_is_near_llama_cpps(models, case, key, ubatch, fa, device, within):
+    log = LOGS[case]
+    f = facts_of(models[key])
+    ours = fit.compute_bytes(f, log["ctx"]["n_ctx"], fa, True, n_ubatch=ubatch)
+    printed = log["compute_buffer_mib"][device] * MiB
+    assert abs(ours - printed) <= within * printed
+
+
+def test_an_unknown_cache_type_names_the_known_ones():
+    with pytest.raises(fit.FitError) as e:
+        fit.cache_bytes("q3_k")
+    assert "q8_0" in str(e.value) and "f16" in str(e.value) and "note" not in str(e.value)
+
+
 def test_metal_total_is_within_ten_percent_gpt_oss(models):
     log = LOGS["gpt-oss-20b-mxfp4-ctx131072-ub2048-metal"]
     f = facts_of(models["gpt-oss-20b"])
@@ -350,6 +369,8 @@ def test_plan_prints_the_launch_line_and_lemonades_flags(cli, models, tmp_path):
     p = r.json()
     jsonschema.validate(p, schema("plan"))
     assert p["fit"]["status"] == "fits" and p["fit"]["ngl"] == 37
+    dev = p["fit"]["devices"][0]
+    assert dev["needs_bytes"] == dev["weights_bytes"] + dev["kv_bytes"] + dev["compute_bytes"]
     a = p["args"]
     assert a[:2] == ["-hf", "unsloth/Qwen3-4B-GGUF:Q4_0"]
     assert a[a.index("--ctx-size") + 1] == str(p["fit"]["ctx"]) and "--flash-attn" in a
@@ -488,6 +509,7 @@ def test_what_would_fit_instead_is_true(models):
     assert res["status"] == "partial"
     by = {s["kind"]: s for s in res["suggest"]}
     assert by["cache_type"]["flags"] == ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
+    assert by["cache_type"]["says"].startswith(f"a q8_0 KV cache saves {(kv - q8) / GiB:.1f} GiB")
     assert fit.plan(f, [{"name": "g", "budget": room + fit.reserve("cuda")}], "cuda", ctx=40960,
                     type_k="q8_0", type_v="q8_0")["status"] == "fits"
     smaller = int(by["ctx_size"]["flags"][1])
@@ -500,8 +522,10 @@ def test_nothing_fits_says_so_and_exits_3(cli, models):
     r = cli("plan", "llamacpp", "--model", models["deepseek-v3"], "--root", machine("linux-ubuntu24.04-strix-halo"), "--json")
     assert r.rc == 3
     p = r.json()["fit"]
-    assert p["status"] == "no" and p["devices"][0]["needs_bytes"] > p["devices"][0]["budget_bytes"]
-    assert any(s["kind"] == "quant" for s in p["suggest"])
+    assert p["status"] == "no" and p["ngl"] == 0
+    assert p["devices"][0]["needs_bytes"] > p["devices"][0]["budget_bytes"]
+    kinds = {s["kind"] for s in p["suggest"]}
+    assert "quant" in kinds and "cache_type" not in kinds  # 140 GiB short: a q8_0 cache saves MiB
 
 
 def test_a_cpu_build_fits_in_system_memory_up_to_its_limit(models):
