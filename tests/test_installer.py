@@ -206,6 +206,27 @@ def test_a_verify_failure_keeps_the_old_install_and_its_code(srv, tmp_path):
     assert r["action"] == "installed"
 
 
+def test_a_read_only_cache_with_the_version_and_leftovers_is_already_installed(srv, tmp_path, monkeypatch):
+    """docs/install.md: a read-only cache that holds the pinned version is "already installed",
+    even with a crash's leftovers it cannot clean; another version still fails to take the lock."""
+    import errno
+
+    srv.release("ggml-org/llama.cpp", TAG, {ASSET: BUILD})
+    cache = tmp_path / "c"
+    installer.install(plan_of(backend()), str(cache), "linux")
+    (cache / "bin" / "llamacpp" / "vulkan.staging").mkdir()  # an interrupted install's leftover
+
+    def read_only(path, *a, **k):
+        raise PermissionError(errno.EROFS, "Read-only file system", path)
+
+    monkeypatch.setattr(installer, "lock", read_only)
+    [r] = installer.install(plan_of(backend()), str(cache), "linux")
+    assert r["action"] == "present"
+    with pytest.raises(InstallError) as e:
+        installer.install(plan_of(backend(version="b9001")), str(cache), "linux")
+    assert str(e.value).startswith("taking the lock failed: Read-only file system")
+
+
 def test_present_unless_reinstall_or_incomplete(srv, tmp_path):
     srv.release("ggml-org/llama.cpp", TAG, {ASSET: BUILD})
     cache = tmp_path / "c"

@@ -13,6 +13,7 @@ the lock is taken, so a read-only cache that already holds the version answers "
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import json
 import os
@@ -104,8 +105,10 @@ def resolve_remote(artifacts, env=None, attempts: int | None = None, limits=None
         a.digest = d if isinstance(d, str) and SHA256.fullmatch(d) else None
 
 
-def _present(a: Artifact, d: str, reinstall: bool) -> bool:
-    return not reinstall and not needs_repair(d) and read_version(d) == a.version and \
+def _present(a: Artifact, d: str, reinstall: bool, leftovers_ok: bool = False) -> bool:
+    """Installed, complete, at the version; ``leftovers_ok``: even with a crash's leftovers beside
+    it (a read-only cache, where they cannot be cleaned: the install itself is whole)."""
+    return not reinstall and (leftovers_ok or not needs_repair(d)) and read_version(d) == a.version and \
         complete(d, a.binary, a.expect)
 
 
@@ -142,11 +145,21 @@ def install(plan: Plan, cache: str, os_name: str, allow_unverified=(), reinstall
     results: list[dict] = []
     with contextlib.ExitStack() as locks:
         for a, d in zip(plan.artifacts, dests):  # always in plan order: backend, then runtime
-            with step("creating the cache directory", os.path.dirname(d)):
+            try:
                 os.makedirs(os.path.dirname(d), exist_ok=True)
-            with step("taking the lock", d + ".lock"):
                 locks.enter_context(lock(d + ".lock", lambda a=a, d=d: say(
                     progress, f"waiting for another install of {a.dest} (lock {d}.lock)")))
+            except OSError as e:
+                if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and \
+                        all(_present(x, y, reinstall, leftovers_ok=True) for x, y in zip(plan.artifacts, dests)):
+                    # a read-only cache that already holds this version: nothing to do, and the
+                    # leftovers beside it cannot be cleaned (nor do they matter)
+                    say(progress, f"the cache is read-only ({d}); the installed {a.dest} is whole, "
+                                  "so its leftovers stay until it is writable")
+                    return [_result(x, y, "present", read_record(y)) for x, y in zip(plan.artifacts, dests)]
+                with step("creating the cache directory" if not os.path.isdir(os.path.dirname(d)) else "taking the lock",
+                          d + ".lock"):
+                    raise
         todo: list[Artifact] = []
         for a, d in zip(plan.artifacts, dests):
             with step("repairing an interrupted install", d):
