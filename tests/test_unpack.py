@@ -613,3 +613,54 @@ def test_repair_cache_goes_on_past_a_backend_an_install_holds(tmp_path):
         done = unpack.repair_cache(str(tmp_path))
     assert sorted(done) == [f"removed {base / 'vulkan.staging'}", f"removed {base / 'zz.staging'}"]
     assert (base / "cpu.staging").exists()
+
+
+# ---- deep trees ------------------------------------------------------------------------------------
+
+def deep_dir(base, levels):
+    """A tree ``levels`` directories deep, made one level at a time (relative to a dir fd, so no
+    path gets long), with a file at the bottom."""
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_an_entry_deeper_than_the_cap_is_refused_before_writing(tmp_path):
+    name = "/".join(["d"] * unpack.MAX_DEPTH) + "/f"  # one part more than the cap
+    src = tmp_path / "deep.tar.gz"
+    src.write_bytes(tar_of([("llama-server", b"x"), (name, b"y")]))
+    staging = tmp_path / "s"
+    with pytest.raises(ArchiveError, match=f"levels deep \\(at most {unpack.MAX_DEPTH} parts\\)"):
+        unpack.extract(str(src), str(staging))
+    assert not (staging / "d").exists()
+    ok = tmp_path / "ok.tar.gz"
+    ok.write_bytes(tar_of([("/".join(["d"] * (unpack.MAX_DEPTH - 1)) + "/f", b"y")]))
+    unpack.extract(str(ok), str(tmp_path / "s2"))  # at the cap: fine
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_walked_and_removed(tmp_path):
+    levels = sys.getrecursionlimit() + 200
+    root = tmp_path / "x.staging"
+    root.mkdir()
+    deep_dir(str(root), levels)
+    assert sum(1 for _ in unpack.walk(str(root))) == levels + 1
+    unpack.remove_tree(str(root))
+    assert not root.exists()
+
+
+def test_status_and_install_step_past_a_deep_leftover(tmp_path, cli):
+    from conftest import machine
+
+    leftover = tmp_path / "bin" / "llamacpp" / "vulkan.staging"
+    leftover.mkdir(parents=True)
+    deep_dir(str(leftover), sys.getrecursionlimit() + 200)
+    r = cli("status", "--json", "--cache-dir", str(tmp_path), "--root", machine("linux-ubuntu24.04-strix-halo"))
+    assert r.rc == 0, r.err
+    assert not leftover.exists()

@@ -39,7 +39,9 @@ def _rel_exists(root: str, rel, regular: bool = False) -> bool:
 
 
 def _has_binary(root: str, binary: str) -> bool:
-    for dirpath, dirnames, filenames in os.walk(root):
+    from selector.install.unpack import walk
+
+    for dirpath, dirnames, filenames in walk(root):
         if binary in filenames or binary + ".exe" in filenames:
             return True
     return False

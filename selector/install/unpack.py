@@ -27,7 +27,6 @@ import contextlib
 import errno
 import os
 import posixpath
-import shutil
 import stat
 import sys
 import tarfile
@@ -41,6 +40,7 @@ DEFAULT_MAX_ENTRIES = 200_000
 MAX_UNPACKED_ENV = "PICK_BACKEND_MAX_UNPACKED"
 MAX_ENTRIES_ENV = "PICK_BACKEND_MAX_ENTRIES"
 COPY_CHUNK = 1 << 20
+MAX_DEPTH = 64  # parts of an archive entry's path; real builds have under 10 (docs/install.md)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 DIRFLAG = getattr(os, "O_DIRECTORY", 0)
 BINARY = getattr(os, "O_BINARY", 0)
@@ -89,7 +89,30 @@ def _check_name(name: str, archive: str) -> str:
     parts = [p for p in n.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ArchiveError(f"{archive}: refusing entry that climbs out with '..': {name}")
+    if len(parts) > MAX_DEPTH:
+        raise ArchiveError(f"{archive}: refusing an entry {len(parts)} levels deep (at most {MAX_DEPTH} parts): "
+                           f"{'/'.join(parts[:3])}/...")
     return "/".join(parts)
+
+
+def walk(root: str):
+    """os.walk without recursion (a tree deeper than Python's recursion limit is walked too) and
+    never into a link: (dirpath, dirnames, filenames), top-down; pruning ``dirnames`` prunes."""
+    stack = [root]
+    while stack:
+        top = stack.pop()
+        dirs, files = [], []
+        try:
+            with os.scandir(top) as it:
+                for e in it:
+                    try:
+                        (dirs if e.is_dir(follow_symlinks=False) else files).append(e.name)
+                    except OSError:
+                        files.append(e.name)
+        except OSError:
+            continue
+        yield top, dirs, files
+        stack.extend(os.path.join(top, d) for d in reversed(dirs))
 
 
 class Tree:
@@ -267,7 +290,7 @@ def _is_link(name, dir_fd) -> bool:
 def check_links(root: str, label: str) -> None:
     """Every symbolic link under ``root`` must resolve inside it without passing through another
     link (its own final target may be a link: ``libx.so -> libx.so.1 -> libx.so.1.2``)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         for n in dirnames + filenames:
             p = os.path.join(dirpath, n)
             if not os.path.islink(p):
@@ -290,7 +313,7 @@ def check_links(root: str, label: str) -> None:
                 if i < len(comps) - 1 and os.path.islink(here):
                     raise ArchiveError(f"{label}: refusing link {rel} -> {target} (resolves through the link "
                                        f"{'/'.join(cur)})")
-        # os.walk does not descend into links to directories: nothing below a link is visited
+        # walk never descends into links to directories: nothing below a link is visited
 
 
 def extract(archive, staging: str, name: str | None = None, caps: Caps | None = None) -> None:
@@ -529,7 +552,7 @@ def find_binary(root: str, binary: str, os_name: str) -> str:
     """Relative path of ``binary`` inside ``root`` (searched recursively, never through links); a
     copy without execute bits is made executable, as Lemonade does after unpacking."""
     names = {binary + ".exe", binary} if os_name == "windows" else {binary}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         dirnames.sort()
         for f in sorted(filenames):
             if f in names:
@@ -551,17 +574,33 @@ def write_own(staging: str, name: str, text: str) -> None:
     if os.path.islink(p) or os.path.isfile(p):
         os.unlink(p)
     elif os.path.isdir(p):
-        shutil.rmtree(p)
+        remove_tree(p)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY, 0o644)
     with open(fd, "w", encoding="utf-8", closefd=True) as f:
         f.write(text)
 
 
 def remove_tree(path: str) -> None:
+    """Remove a file, link or directory tree, without recursion (shutil.rmtree recurses, and a tree
+    deeper than the recursion limit would stop it with RecursionError) and never through a link."""
     if os.path.islink(path) or os.path.isfile(path):
         os.remove(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+        return
+    if not os.path.isdir(path):
+        return
+    dirs = []
+    for dirpath, dirnames, filenames in walk(path):
+        dirs.append(dirpath)
+        for f in filenames:
+            try:
+                os.unlink(os.path.join(dirpath, f))
+            except OSError:
+                pass
+    for d in reversed(dirs):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
 
 
 def crash_point(step: str) -> None:
