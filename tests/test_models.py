@@ -557,3 +557,88 @@ def test_a_recurrent_model_without_attention_has_no_kv_cache(models):
     assert fit.kv_bytes(f, 8192)["total"] == 0
     hybrid = dict(f, n_head_kv=[8 if il % 4 == 3 else 0 for il in range(f["n_layer"])])
     assert fit.kv_bytes(hybrid, 8192)["total"] == 9 * 8192 * 8 * 256 * 2
+
+
+# ------------------------------------------------------------------------------------------------
+# the header reader on what real files hold
+
+
+@pytest.fixture(scope="session")
+def vocab_model(tmp_path_factory):
+    """Qwen3-4B's shape with its whole vocabulary in the header (151,936 strings): past the first
+    range, as real headers are."""
+    return gm.write(str(tmp_path_factory.mktemp("vocab") / "q.gguf"), "qwen3-4b", vocab_list=True)
+
+
+def test_a_vocabulary_is_counted_not_kept_and_the_file_is_measured(vocab_model):
+    h = gguf_header.read(vocab_model)
+    assert h["kv"]["tokenizer.ggml.tokens"] == {"length": 151936}
+    size = os.path.getsize(vocab_model)
+    assert h["size"] == size and gguf_header.FIRST_RANGE < h["header_bytes"] <= size < h["header_bytes"] + 64
+    assert h["tensors"]["blk.0.attn_q.weight"]["type"] == "Q4_K" and h["tensors"]["output_norm.weight"]["type"] == "F32"
+    f = F.from_headers(vocab_model, [h])
+    assert f["n_vocab"] == 151936
+
+
+def test_a_header_past_the_first_range_takes_more_ranges(vocab_model):
+    body = open(vocab_model, "rb").read()
+    s = Server({"/q.gguf": body + bytes(WEIGHTS)})
+    try:
+        h = gguf_header.read(s.url + "/q.gguf")
+    finally:
+        s.close()
+    assert h["kv"]["tokenizer.ggml.tokens"] == {"length": 151936}
+    assert h["size"] == len(body) + WEIGHTS  # from Content-Range's total
+    starts = [int(r[6:].split("-")[0]) for _, r in s.requests]
+    assert starts[0] == 0 and len(starts) >= 2 and starts == sorted(starts)
+
+
+def test_long_number_arrays_are_skipped_and_version_2_is_read(tmp_path):
+    import gguf
+
+    p = str(tmp_path / "a.gguf")
+    w = gguf.GGUFWriter(p, "llama")
+    w.add_block_count(1)
+    w.add_array("tokenizer.ggml.scores", [0.5] * 5000)
+    w.add_array("tokenizer.ggml.token_type", [1] * 10)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    h = gguf_header.read(p)
+    assert h["kv"]["tokenizer.ggml.scores"] == {"length": 5000} and h["kv"]["tokenizer.ggml.token_type"] == [1] * 10
+    data = bytearray(open(p, "rb").read())
+    data[4:8] = (2).to_bytes(4, "little")  # version 2 has the same little-endian layout
+    open(p, "wb").write(bytes(data))
+    assert gguf_header.read(p)["version"] == 2
+
+
+@pytest.mark.parametrize("status,says", [(401, "HF_TOKEN"), (403, "HF_TOKEN"), (500, "HTTP 500")])
+def test_refusals_from_the_server_are_named(status, says):
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(gguf_header.ModelError, match=says):
+            gguf_header.read(f"http://127.0.0.1:{httpd.server_address[1]}/m.gguf")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_remote_header_cut_short_is_named(models):
+    body = open(models["qwen3-4b"], "rb").read()
+    s = Server({"/m.gguf": body[: len(body) // 2]})
+    try:
+        with pytest.raises(gguf_header.ModelError, match="ends inside its GGUF header"):
+            gguf_header.read(s.url + "/m.gguf")
+    finally:
+        s.close()
