@@ -169,8 +169,9 @@ def is_batch(path: str | None) -> bool:
     return bool(path) and (os.path.isdir(path) or path.endswith(".jsonl") or path == "-")
 
 
-def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None) -> int:
-    """Evaluate many profiles; one JSON line per profile on stdout.  Exit 5 if any input was bad,
+def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None, as_json=True) -> int:
+    """Evaluate many profiles; one JSON line per profile on stdout (without ``as_json``: one plain
+    line per profile and recipe, ``NAME  RECIPE  BACKEND  DEVICE``, for a person or grep).  Exit 5 if any input was bad,
     else 3 if any profile had no backend for a requested recipe (with --all: for any recipe, unless
     --allow-missing), else 0."""
     from selector import engine
@@ -184,7 +185,7 @@ def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None) -> int
     worst = 0
     for name, prof in iter_profiles(o.profile_path, text):
         if isinstance(prof, InputError):
-            out.write(json.dumps({"name": name, "error": str(prof)}) + "\n")
+            out.write((json.dumps({"name": name, "error": str(prof)}) if as_json else f"{name}  error: {prof}") + "\n")
             worst = 5
             continue
         m = engine.Machine(prof)
@@ -198,9 +199,15 @@ def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None) -> int
             from selector.capability import advise
 
             own = advise(prof, cat, ds)
-        doc = pick_json(prof, cat, s, ds, warnings, own)
-        doc["name"] = name
-        out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        if as_json:
+            doc = pick_json(prof, cat, s, ds, warnings, own)
+            doc["name"] = name
+            out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        else:
+            for d in ds:
+                where = (d.device.name or d.device.type) if d.device is not None else "-"
+                out.write(f"{name}  {d.recipe}  {d.backend if d.ok else 'none'}  "
+                          f"{where if d.ok else d.reason}\n")
         if worst == 0 and (recipes or all_) and not allow_missing and not all(d.ok for d in ds):
             worst = 3
     return worst

@@ -101,3 +101,19 @@ def test_a_saved_profile_with_a_wrong_value_names_the_field_in_words(cli, tmp_pa
     path.write_text(json.dumps(p))
     r = cli("--profile", str(path), "llamacpp")
     assert r.rc == 5 and f"field '{field}' {words}" in r.err, r.err
+
+
+def test_without_json_a_directory_reads_as_one_line_per_machine_and_recipe(cli, tmp_path):
+    """`--profile DIR` without --json is for a person or grep: NAME  RECIPE  BACKEND  DEVICE, the same
+    pick the JSON lines carry."""
+    profs = _profiles(cli)
+    for name, p in profs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(p))
+    r = cli("pick", "llamacpp", "--profile", str(tmp_path))
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    assert len(lines) == len(MACHINES) and not any(x.startswith("{") for x in lines)
+    js = {d["name"]: d for d in map(json.loads, cli("pick", "llamacpp", "--json", "--profile", str(tmp_path)).out.splitlines())}
+    for line in lines:
+        name, recipe, backend = line.split("  ")[:3]
+        assert recipe == "llamacpp" and js[name]["recipes"]["llamacpp"]["backend"] == backend

@@ -39,7 +39,7 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
                 if not as_json and sum(1 for _ in profiles.documents(text, o.profile_path)) == 1:
                     o._profile = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
             if o._profile is None:
-                sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text))
+                sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text, as_json))
     if not recipes and not all_:
         raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
                                "`pick-backend recipes` lists them")
