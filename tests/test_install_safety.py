@@ -588,6 +588,27 @@ def test_from_file_offline_needs_a_pin_or_explicit_unverified(tmp_path):
     assert r.rc == 2 and VULKAN_ASSET in r.err
 
 
+def test_from_file_accepted_unverified_asks_no_api(tmp_path):
+    """Offline behind a black hole (a port that takes the connection and never answers), an install
+    the user accepted unverified does not wait on the API at all."""
+    import socket
+
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(8)  # connections are queued, never accepted, never answered
+    f = tmp_path / VULKAN_ASSET
+    f.write_bytes(llama_tar())
+    env = {"PICK_BACKEND_GITHUB_API": f"http://127.0.0.1:{hole.getsockname()[1]}", "GITHUB_TOKEN": "",
+           "PICK_BACKEND_READ_TIMEOUT": "20", "PICK_BACKEND_RETRY_BASE": "0"}
+    started = time.monotonic()
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--cache-dir", str(tmp_path / "c"), "--from-file", str(f),
+                "--allow-unverified", "backend", "--json", env=env)
+    hole.close()
+    assert r.rc == 0, r.err
+    assert time.monotonic() - started < 15 and "the releases API was not asked" in r.err
+    assert r.json()["artifacts"][0]["verified"] is False
+
+
 def test_verify_hook_runs_on_the_staging_tree_before_the_swap(srv, tmp_path, monkeypatch):
     from selector.catalog import load, load_pins
     from selector.engine import Device

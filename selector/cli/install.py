@@ -184,12 +184,16 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         from selector.install.installer import dest_path, read_version, resolve_remote
 
         limits = Limits.from_env(deadline=timeout)  # the same limits (and a malformed one is exit 5)
+        asked = True
         try:
             resolve_remote(plan.artifacts, attempts=2, limits=limits)  # a plan, not a download: don't wait long
         except DownloadError as e:
             out["warnings"].append(f"releases API: {e}")
+            asked = False
         for a in plan.artifacts:
             item = a.to_dict()
+            # the digest is "unknown" when the API could not be asked, "none" only when it said so
+            item["digest_known"] = bool(item.get("digest")) or (asked or not a.repo)
             item["path"] = dest_path(cache, a)
             item["installed_version"] = read_version(item["path"])
             if a.repo and not a.url:
@@ -281,7 +285,12 @@ def _print_plan(out):
         click.echo(f"    asset        {a['asset']}")
         click.echo(f"    url          {a['url']}")
         click.echo(f"    size         {_size(a['size'])}")
-        click.echo(f"    digest       {a['digest'] or 'none (install needs --allow-unverified)'}")
+        if a["digest"]:
+            click.echo(f"    digest       {a['digest']}")
+        elif a.get("digest_known", True):
+            click.echo("    digest       none published (install needs --allow-unverified)")
+        else:
+            click.echo("    digest       unknown (the releases API could not be asked; see the warning)")
         click.echo(f"    destination  {a['path']}"
                    + (f" (installed: {a['installed_version']})" if a.get("installed_version") else ""))
     for w in out["warnings"]:

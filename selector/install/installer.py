@@ -171,7 +171,13 @@ def install(plan: Plan, cache: str, os_name: str, allow_unverified=(), reinstall
                 todo.append(a)
         if not todo:
             return results
-        remote = [a for a in todo if not (a.dest in from_files and a.pinned_sha256)]
+        # a --from-file archive needs the API only for its digest: not when a pin gives one, nor when
+        # the user accepts it unverified (offline, where the API would only time out)
+        unasked = [a for a in todo if a.dest in from_files and not a.pinned_sha256 and _allowed(allow_unverified, a.kind)]
+        for a in unasked:
+            say(progress, f"warning: {a.asset}: installing from the file unverified (--allow-unverified "
+                          f"{a.kind}); the releases API was not asked for its digest")
+        remote = [a for a in todo if not (a.dest in from_files and a.pinned_sha256) and a not in unasked]
         try:
             resolve_remote(remote, env, limits=limits, progress=progress)
         except DownloadError as e:
