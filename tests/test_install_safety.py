@@ -722,3 +722,11 @@ def test_uninstall_waits_for_an_install_and_says_so(tmp_path):
     assert r.rc == 0, r.err
     assert "waiting for another install of llamacpp/vulkan" in r.err
     assert not d.exists()
+
+
+def test_dry_run_offline_says_the_digest_is_unknown_not_none(tmp_path):
+    env = {"PICK_BACKEND_GITHUB_API": "http://127.0.0.1:9", "GITHUB_TOKEN": "", "PICK_BACKEND_RETRY_BASE": "0"}
+    r = run_cli("--root", STRIX, "install", "llamacpp", "--dry-run", "--cache-dir", str(tmp_path), env=env)
+    assert r.rc == 0, r.err
+    assert "digest       unknown (the releases API could not be asked" in r.out
+    assert "none published" not in r.out and "retrying" not in r.err
