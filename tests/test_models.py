@@ -231,7 +231,7 @@ def test_a_url_is_read_without_its_weights(models, ranges):
 def test_a_missing_url_says_404(models):
     s = Server({})
     try:
-        with pytest.raises(gguf_header.ModelError, match="HTTP 404"):
+        with pytest.raises(gguf_header.ModelError, match=r"not found \(HTTP 404\)"):
             gguf_header.read(s.url + "/nothing.gguf")
     finally:
         s.close()
@@ -642,3 +642,41 @@ def test_a_remote_header_cut_short_is_named(models):
             gguf_header.read(s.url + "/m.gguf")
     finally:
         s.close()
+
+
+def raw_header(kvs: bytes, n_kv: int, n_tensors: int = 0) -> bytes:
+    import struct
+
+    return b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + kvs
+
+
+def kv_string(key: bytes, value: bytes) -> bytes:
+    import struct
+
+    return struct.pack("<Q", len(key)) + key + struct.pack("<I", 8) + struct.pack("<Q", len(value)) + value
+
+
+@pytest.mark.parametrize("data,says", [
+    (lambda: raw_header(b"", 1 << 21), "claims 0 tensors and 2097152 keys"),
+    (lambda: raw_header(b"", 1, 1 << 21), "claims 2097152 tensors"),
+    (lambda: raw_header(__import__("struct").pack("<Q", 1 << 25) + b"k", 1), "a string of 33554432 bytes"),
+])
+def test_absurd_counts_are_refused_before_reading_on(tmp_path, data, says):
+    p = tmp_path / "x.gguf"
+    p.write_bytes(data())
+    with pytest.raises(gguf_header.ModelError, match=says):
+        gguf_header.read(str(p))
+
+
+def test_odd_but_legal_values_are_read(tmp_path):
+    import struct
+
+    big = struct.pack("<Q", 9) + b"general.x" + struct.pack("<I", 10) + struct.pack("<Q", 1 << 40)
+    arr = struct.pack("<Q", 5) + b"arr.n" + struct.pack("<IIQ", 9, 4, gguf_header.KEEP_ARRAY) \
+        + struct.pack(f"<{gguf_header.KEEP_ARRAY}I", *range(gguf_header.KEEP_ARRAY))
+    p = tmp_path / "x.gguf"
+    p.write_bytes(raw_header(kv_string(b"general.name", b"caf\xe9") + big + arr, 3))
+    kv = gguf_header.read(str(p))["kv"]
+    assert kv["general.name"] == "caf\ufffd"  # not UTF-8: replaced, not a crash
+    assert kv["general.x"] == 1 << 40
+    assert kv["arr.n"] == list(range(gguf_header.KEEP_ARRAY))  # at the limit: kept
