@@ -10,6 +10,7 @@ no JSON or ran without the GPU is recorded as failed, with the tail of its outpu
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from selector.engine import device_key  # noqa: F401 - the key records are filed under
@@ -56,24 +57,47 @@ def test_name(row: dict) -> str | None:
     return None
 
 
+def _speed(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
 def parse(text: str) -> list[dict]:
-    """llama-bench ``-o json``: a JSON array of one object per test.  Raises ValueError with why."""
-    start = text.find("[")
-    if start < 0:
-        raise ValueError("no JSON array in the output")
-    try:
-        rows = json.JSONDecoder().raw_decode(text[start:])[0]
-    except ValueError as e:
-        raise ValueError(f"the JSON does not parse ({e.msg} at character {e.pos})") from None
-    if not isinstance(rows, list) or not rows:
-        raise ValueError("the JSON is not a list of results")
+    """llama-bench ``-o json``: a JSON array of one object per test, after whatever lines the build
+    printed first (ggml_vulkan's device lines, a timestamp).  Raises ValueError with why."""
+    rows, why = None, "no JSON array in the output"
+    decoder = json.JSONDecoder()
+    first = text.lstrip()
+    if first.startswith("{"):
+        try:
+            if isinstance(decoder.raw_decode(first)[0], dict):
+                raise ValueError("the JSON is one object, not llama-bench's list of results")
+        except json.JSONDecodeError:
+            pass
+    pos = 0
+    while rows is None:
+        at = text.find("[", pos)
+        if at < 0:
+            raise ValueError(why)
+        if at == 0 or text[at - 1] == "\n":  # an array starts a line: llama-bench's output
+            try:
+                got = decoder.raw_decode(text[at:])[0]
+            except ValueError as e:
+                why = f"the JSON does not parse ({e.msg} at character {e.pos})"
+            else:
+                if isinstance(got, list):
+                    rows = got
+        pos = at + 1
+    if not rows:
+        raise ValueError("the JSON is an empty list: no results")
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
             raise ValueError(f"result {i} is not an object")
-        for k in ("avg_ts", "stddev_ts"):
-            if not isinstance(r.get(k), (int, float)) or isinstance(r.get(k), bool) or r[k] < 0:
-                raise ValueError(f"result {i}: {k} is {r.get(k)!r}, not a speed")
+        if not _speed(r.get("avg_ts")):
+            raise ValueError(f"result {i}: avg_ts is {r.get('avg_ts')!r}, not a speed (a positive finite number)")
+        sd = r.get("stddev_ts")
+        if not (isinstance(sd, (int, float)) and not isinstance(sd, bool) and math.isfinite(sd) and sd >= 0):
+            raise ValueError(f"result {i}: stddev_ts is {sd!r}, not a spread")
         if test_name(r) is None:
             raise ValueError(f"result {i}: neither n_prompt nor n_gen is set")
         out.append(r)
@@ -134,11 +158,35 @@ def save(cache: str, rec: dict) -> None:
                                                       rec["model"]["key"], rec["test"])), rec)
 
 
-def records(cache: str) -> list[dict]:
+def records(cache: str, bad: list | None = None) -> list[dict]:
+    """The readable records; the path of every file that is not one goes to ``bad`` (never used)."""
+    import os as _os
+
     from selector import store
 
-    return [r for _p, r in store.records(cache, "bench")
-            if isinstance(r.get("recipe"), str) and isinstance(r.get("device"), dict) and isinstance(r.get("test"), str)]
+    out = []
+    base = _os.path.join(cache, store.DIR, "bench")
+    try:
+        names = sorted(n for n in _os.listdir(base) if n.endswith(".json"))
+    except OSError:
+        return out
+    for n in names:
+        path = _os.path.join(base, n)
+        r = store.read(path)
+        if r is not None and _valid(r):
+            out.append(r)
+        elif bad is not None:
+            bad.append(path)
+    return out
+
+
+def _valid(r: dict) -> bool:
+    dev, model = r.get("device"), r.get("model")
+    if not (isinstance(r.get("recipe"), str) and isinstance(r.get("backend"), str) and isinstance(r.get("test"), str)
+            and isinstance(dev, dict) and isinstance(dev.get("key"), str) and isinstance(model, dict)
+            and isinstance(model.get("key"), str) and r.get("status") in (OK, FAILED)):
+        return False
+    return r["status"] != OK or (_speed(r.get("avg_ts")) and isinstance(r.get("stddev_ts"), (int, float)))
 
 
 def staleness(rec: dict, installed: dict, profile, devices: dict) -> str | None:
@@ -157,11 +205,11 @@ def staleness(rec: dict, installed: dict, profile, devices: dict) -> str | None:
     return None
 
 
-def fresh_measurements(cache: str, installed: dict, profile) -> dict:
-    """{recipe: [fresh ok records]} for --policy measured."""
+def fresh_measurements(cache: str, installed: dict, profile, bad: list | None = None) -> dict:
+    """{recipe: [fresh ok records]} for --policy measured; unreadable records' paths go to ``bad``."""
     out: dict = {}
     devices = devices_of(profile)
-    for r in records(cache):
+    for r in records(cache, bad):
         if r.get("status") == OK and staleness(r, installed, profile, devices) is None:
             out.setdefault(r["recipe"], []).append(r)
     return out

@@ -98,7 +98,10 @@ def write(path: str, key: str, split: tuple[int, int] | None = None, **extra) ->
     w.add_name(key)
     w.add_block_count(m["n_layer"])
     w.add_embedding_length(m["n_embd"])
-    w.add_context_length(m["ctx_train"])
+    if isinstance(m["ctx_train"], int):
+        w.add_context_length(m["ctx_train"])
+    else:  # a malformed header, for the tests of bad input
+        w.add_string(f"{arch}.context_length", str(m["ctx_train"]))
     w.add_head_count(m["n_head"])
     w.add_head_count_kv(m["n_head_kv"])
     w.add_key_length(m["head"])

@@ -42,6 +42,9 @@ FAKE = textwrap.dedent('''\
     if mode == "garbage":
         print("| model | size | params | backend | ngl | test | t/s |")
         sys.exit(0)
+    if mode == "object":
+        print(json.dumps({{"avg_ts": 1.0}}))
+        sys.exit(0)
     sample = json.load(open({sample!r}))
     out = []
     for n_p, n_g, ts in ((int(opt("-p", 512)), 0, {pp}), (0, int(opt("-n", 128)), {tg})):
@@ -52,8 +55,10 @@ FAKE = textwrap.dedent('''\
                    model_filename=opt("-m", ""), build_number={build})
         if mode == "cpu":
             row.update(backends="CPU", gpu_info="", n_gpu_layers=0)
+        if mode == "nan":
+            row.update(avg_ts=float("nan"))
         out.append(row)
-    print("ggml_vulkan: Found 1 Vulkan devices:")
+    print("[2026-12-01 10:00:00] ggml_vulkan: Found 1 Vulkan devices:")
     print(json.dumps(out, indent=2))
 ''')
 
@@ -115,6 +120,8 @@ def test_two_backends_measured_and_the_faster_one_wins(cli, tmp_path, model):
     assert speeds == {"rocm": 140.0, "vulkan": 172.0}
     before = pick(cli, tmp_path)
     assert before["backend"] == "vulkan"  # Lemonade's order, not a measurement
+    whole = cli("pick", "llamacpp", "--root", ROOT, "--cache-dir", str(tmp_path), "--json", "--policy", "measured").json()
+    jsonschema.validate(whole, schema("pick"))
     tg = pick(cli, tmp_path, "--policy", "measured")
     assert tg["backend"] == "vulkan" and tg["reason"].startswith("measured: vulkan 172 t/s vs rocm 140 t/s (tg128,")
     pp = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")
@@ -144,6 +151,8 @@ def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
     ("crash", "crashed (killed by signal 6)"),
     ("garbage", "unreadable output: no JSON array"),
     ("cpu", "saw no GPU"),
+    ("nan", "avg_ts is nan, not a speed"),
+    ("object", "one object, not llama-bench's list"),
 ])
 def test_a_failed_build_is_recorded_with_evidence_and_never_wins(cli, tmp_path, model, mode, says):
     install(tmp_path, "rocm-stable", mode=mode, tg=999.0)
@@ -206,3 +215,27 @@ def test_a_recipe_without_a_bench_tool_says_so(cli, tmp_path, model):
 def test_metric_without_measured_is_a_usage_error(cli, tmp_path):
     r = cli("pick", "llamacpp", "--root", ROOT, "--metric", "pp")
     assert r.rc == 2 and "--policy measured" in r.err
+
+
+def test_a_corrupted_record_is_named_and_never_used(cli, tmp_path, model):
+    install(tmp_path, "rocm-stable", tg=200.0)
+    install(tmp_path, "vulkan", tg=100.0)
+    assert bench(cli, tmp_path, model).rc == 0
+    recs = sorted((tmp_path / "pick-backend" / "bench").iterdir())
+    for p in recs:
+        r = json.loads(p.read_text())
+        if r["backend"] == "rocm" and r["test"] == "tg128":
+            r["avg_ts"] = "999"
+            p.write_text(json.dumps(r))
+    st = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path))
+    assert st.rc == 0 and "not a readable bench record" in st.err
+    d = cli("pick", "llamacpp", "--root", ROOT, "--cache-dir", str(tmp_path), "--json", "--policy", "measured").json()
+    assert d["recipes"]["llamacpp"]["backend"] == "vulkan" and any("not a readable bench record" in w["message"] for w in d["warnings"])
+
+
+def test_a_cache_that_cannot_keep_results_still_shows_them(cli, tmp_path, model):
+    install(tmp_path, "vulkan", tg=100.0)
+    (tmp_path / "pick-backend").mkdir()
+    (tmp_path / "pick-backend" / "bench").write_text("a file where the records' directory belongs")
+    r = bench(cli, tmp_path, model)
+    assert r.rc == 0 and "cannot be kept" in r.err and "100.0" in r.out

@@ -13,6 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jsonschema
+import numpy as np
 import pytest
 
 import gguf_models as gm
@@ -680,3 +681,73 @@ def test_odd_but_legal_values_are_read(tmp_path):
     assert kv["general.name"] == "caf\ufffd"  # not UTF-8: replaced, not a crash
     assert kv["general.x"] == 1 << 40
     assert kv["arr.n"] == list(range(gguf_header.KEEP_ARRAY))  # at the limit: kept
+
+
+# ------------------------------------------------------------------------------------------------
+# from a hostile audit
+
+
+def test_cached_facts_follow_the_file_not_its_name(cli, models, tmp_path):
+    m = tmp_path / "m.gguf"
+    rtx = ("--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path / "c"), "--json")
+    m.write_bytes(open(models["qwen3-4b"], "rb").read())
+    assert cli("plan", "llamacpp", "--model", str(m), *rtx).json()["model"]["n_layer"] == 36
+    m.write_bytes(open(models["llama3.1-70b"], "rb").read())  # replaced under the same name
+    assert cli("plan", "llamacpp", "--model", str(m), *rtx).json()["model"]["n_layer"] == 80
+    m.unlink()
+    r = cli("plan", "llamacpp", "--model", str(m), *rtx)
+    assert r.rc == 5 and "no such file" in r.err
+
+
+def test_a_fifo_as_the_model_is_refused_not_waited_on(cli, tmp_path):
+    fifo = tmp_path / "f.gguf"
+    os.mkfifo(fifo)
+    r = cli("plan", "llamacpp", "--model", str(fifo), "--root", machine("linux-ubuntu24.04-rtx4090"))
+    assert r.rc == 5 and "not a regular file" in r.err
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"block_count": 40}, "block_count is 40, but the tensors are of 36 layers"),
+    ({"ctx_train": "4096"}, "context_length is '4096'"),
+    ({"n_head": 0}, "head_count is 0"),
+])
+def test_header_values_that_cannot_be_true_are_named(cli, tmp_path, change, says):
+    p = str(tmp_path / "odd.gguf")
+    key = dict(change)
+    if "block_count" in key:  # tensors of 36 layers, a block count of 40
+        import gguf
+
+        w = gguf.GGUFWriter(p, "qwen3")
+        w.add_block_count(key["block_count"])
+        w.add_head_count(32)
+        for il in range(36):
+            w.add_tensor_info(f"blk.{il}.attn_norm.weight", [4], np.dtype(np.float32), 16)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        w.close()
+    else:
+        gm.write(p, "qwen3-4b", **key)
+    r = cli("plan", "llamacpp", "--model", p, "--root", machine("linux-ubuntu24.04-rtx4090"))
+    assert r.rc == 5 and says in r.err and "Traceback" not in r.err
+
+
+def test_an_integrated_gpu_is_left_out_when_a_discrete_one_is_there(models):
+    from selector.models import planner
+
+    prof, d, v = decision_on("linux-ubuntu24.04-7950x-rx7900xtx")
+    res = planner.fit_model(prof, d, v, facts_of(models["llama3.1-70b"]), ctx=4096)
+    # llama.cpp's default devices: the Raphael iGPU only if there were no discrete GPU
+    assert res["status"] == "partial" and [x["name"] for x in res["devices"]] == ["AMD Radeon RX 7900 XTX/XT/GRE"]
+
+
+def test_a_lemonade_model_already_downloaded_needs_no_network(cli, models, tmp_path):
+    snap = tmp_path / "hub" / "models--unsloth--Qwen3-8B-GGUF" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "Qwen3-8B-Q4_1.gguf").write_bytes(open(models["qwen3-4b"], "rb").read())
+    (snap / "Qwen3-8B-Q8_0.gguf").write_bytes(b"GGUF")
+    r = cli("plan", "llamacpp", "--model", "Qwen3-8B-GGUF", "--root", machine("linux-ubuntu24.04-rtx4090"),
+            "--cache-dir", str(tmp_path / "c"), "--json",
+            env={"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.rc == 0, r.err
+    assert r.json()["args"][:2] == ["-m", str(snap / "Qwen3-8B-Q4_1.gguf")]

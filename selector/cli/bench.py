@@ -101,13 +101,14 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
                                      + (f"; `pick-backend bench {name} --model M --install` installs {', '.join(missing)}"
                                         if missing else ""))
     path, label, model = _model_file(model_spec)
-    fits_note = _fit(profile, d, path, model, n_prompt + n_gen)
+    fits_note, ngl = _fit(profile, d, path, model, n_prompt + n_gen)
     if fits_note:
         raise Fail(EXIT_UNSUPPORTED, fits_note)
     cache = cache_root(o.cache_dir)
     installed = o.installed()
     m = engine.Machine(profile)
     results = []
+    unsaved: list[str] = []
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     for v in cands:
         dirname = engine.install_dir_name(rec, v.name, d.channel)
@@ -129,7 +130,7 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
             results.append(out)
             continue
         argv = [exe, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions), "-o", "json",
-                "-ngl", "99"]
+                "-ngl", str(ngl)]
         from selector.cli.models import _device_ids
 
         dev_id = _device_ids(cache, name, dirname, head["version"]).get(head["device"]["key"]) if dev else None
@@ -144,7 +145,13 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
             sys.exit(130)
         out = _judge(head, r, tests, dev is not None and dev.type != "cpu")
         for t in tests:  # one record per test: whole, or (interrupted above) none
-            bench.save(cache, {k: x for k, x in head.items() if k != "env"} | _test_record(out, t))
+            try:
+                bench.save(cache, {k: x for k, x in head.items() if k != "env"} | _test_record(out, t))
+            except OSError as e:
+                if not unsaved:
+                    _say(f"warning: the results cannot be kept ({e.strerror or e}: {e.filename or cache}); "
+                         "--policy measured will not see them")
+                unsaved.append(t)
         results.append(out)
         _say(f"bench {v.name}: " + (", ".join(f"{t} {x['avg_ts']:.1f} t/s" for t, x in out["tests"].items())
                                     if out["status"] == bench.OK else f"failed: {out['why']}"))
@@ -190,8 +197,9 @@ def _none_words(catalog: str, recipe: str) -> str:
     return r["note"] if isinstance(r, dict) and r.get("note") else "none is known for it"
 
 
-def _fit(profile, d, path: str, model, ctx: int) -> str | None:
-    """Why the model cannot run on the picked device at all (None: it fits, or cannot be judged)."""
+def _fit(profile, d, path: str, model, ctx: int) -> tuple[str | None, int]:
+    """(why the model cannot run on the picked device at all, or None; the -ngl that fits: 99 for
+    all layers, K when only K fit, as `plan` says)."""
     from selector.models import fit, planner, source
     from selector.models.gguf_header import ModelError
 
@@ -201,11 +209,14 @@ def _fit(profile, d, path: str, model, ctx: int) -> str | None:
     except ModelError as e:
         raise Fail(EXIT_INPUT, str(e)) from None
     except fit.FitError:
-        return None
+        return None, 99
     if res["status"] == "no":
-        return f"{model.label} does not fit on {d.device.name if d.device else 'this machine'}; nothing to measure " \
-               f"(`pick-backend plan {d.recipe} --model {path}` says what would)"
-    return None
+        return (f"{model.label} does not fit on {d.device.name if d.device else 'this machine'}; nothing to measure "
+                f"(`pick-backend plan {d.recipe} --model {path}` says what would)"), 0
+    if res["status"] == "partial":
+        _say(f"{model.label}: {res['ngl']} of {res['n_layer'] + 1} layers fit on the GPU; measuring with -ngl {res['ngl']}")
+        return None, res["ngl"]
+    return None, 99
 
 
 def _judge(head: dict, r: dict, tests: list[str], expect_gpu: bool) -> dict:
@@ -258,15 +269,15 @@ def _table(con, results, winner, metric, n_prompt, n_gen) -> None:
     widths = [max(len(x[i]) for x in lines) for i in range(len(cols))]
     for i, line in enumerate(lines):
         con.print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip(), style="bold" if i == 0 else None,
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
     for r in results:
         if r["status"] != "ok":
-            con.print(f"{r['backend']}: {r['why']}", style="red", markup=False, highlight=False)
+            con.print(f"{r['backend']}: {r['why']}", style="red", markup=False, highlight=False, soft_wrap=True)
             for e in r["evidence"][-5:]:
-                con.print(f"  {e}", style="dim", markup=False, highlight=False)
+                con.print(f"  {e}", style="dim", markup=False, highlight=False, soft_wrap=True)
     if winner:
         con.print(f"* fastest by {metric}; `pick-backend pick {results[0]['recipe']} --policy measured` picks it",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def _install(ctx, o: Opts, name: str, backend: str) -> None:

@@ -286,7 +286,9 @@ def decide_all(o: Opts, names, backend=None):
         from selector.install.states import cache_root
 
         s.metric = o.metric or "tg"
-        s.measurements = fresh_measurements(cache_root(o.cache_dir), installed, profile)
+        bad: list[str] = []
+        s.measurements = fresh_measurements(cache_root(o.cache_dir), installed, profile, bad)
+        warnings += [f"{p}: not a readable bench record; ignored (pick-backend bench writes it again)" for p in bad]
     elif o.metric:
         raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
     m = engine.Machine(profile)

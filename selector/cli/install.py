@@ -376,7 +376,10 @@ def _measurements(o: Opts, cache: str, inst: dict) -> list[dict]:
     when there are some."""
     from selector import bench
 
-    recs = bench.records(cache)
+    bad: list[str] = []
+    recs = bench.records(cache, bad)
+    for p in bad:
+        click.echo(f"pick-backend: {p}: not a readable bench record; ignored", err=True)
     if not recs:
         return []
     profile = o.profile()
@@ -394,7 +397,8 @@ def _measurements_human(con, measured: list[dict]) -> None:
         speed = f"{r['avg_ts']:.1f} ± {r.get('stddev_ts', 0):.1f} t/s" if r.get("status") == "ok" else f"failed: {r.get('why')}"
         state = "fresh" if r["fresh"] else f"stale: {r['stale_because']}"
         con.print(f"  {r['recipe']} {r.get('dir')} {r.get('version')}  {r['test']}  {r['model'].get('label')}  "
-                  f"{r['device'].get('name')}  {speed}  ({str(r.get('at', ''))[:10]}, {state})", markup=False, highlight=False)
+                  f"{r['device'].get('name')}  {speed}  ({str(r.get('at', ''))[:10]}, {state})", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 @click.command("uninstall")

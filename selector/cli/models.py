@@ -41,7 +41,13 @@ def _device_ids(cache: str, recipe: str, dirname: str, version: str | None) -> d
     return {k: v for k, v in rec["ids"].items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _size_fit(profile, d, v, size: int) -> dict:
+def _gguf_recipe(recipe: str) -> bool:
+    from selector.models.facts import fit_table
+
+    return recipe in fit_table()["gguf_recipes"]
+
+
+def _size_fit(profile, d, v, size: int, weights_only: bool = False) -> dict:
     """Fit from the file size alone (whisper.cpp, sd.cpp, or a header not read): weights + reserve."""
     from selector.models import fit, planner
 
@@ -92,6 +98,8 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
     from selector.models.gguf_header import ModelError
 
     o = Opts(ctx, kwargs)
+    if ctx_size is not None and ctx_size <= 0:
+        raise Fail(EXIT_USAGE, f"--ctx-size {ctx_size}: a context is a positive number of tokens")
     profile, cat, d, v = _decision(o, recipe, backend)
     cache = _cache(o)
     rows = []
@@ -101,21 +109,23 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
         size = int(entry["size_gb"] * 1e9)
         facts, note = None, None
         try:
+            if not _gguf_recipe(d.recipe):
+                raise ModelError("")  # sized by its download: no header to read
             model = source.resolve(name) if read_headers else _cached_model(cache, entry)
             facts = source.facts(model, cache, read_allowed=read_headers) if model else None
             if read_headers:
                 _remember_checkpoint(cache, model)
         except ModelError as e:
-            note = str(e)
+            note = str(e) or None
         res = None
-        if facts is not None and cat.recipes[d.recipe].uses_ctx_size:
+        if facts is not None and _gguf_recipe(d.recipe):
             try:
                 res = planner.fit_model(profile, d, v, facts, ctx_size)
                 res["basis"] = "header"
             except fit.FitError as e:
                 note = str(e)
         if res is None:
-            res = _size_fit(profile, d, v, size)
+            res = _size_fit(profile, d, v, size, _gguf_recipe(d.recipe))
         row = {"name": name, "checkpoint": entry["checkpoint"], "size_bytes": size, "labels": entry["labels"],
                "fits": res["status"] != "no", "status": res["status"], "where": _where_words(res),
                "ctx": res.get("ctx"), "trained_ctx": facts.get("n_ctx_train") if facts else None,
@@ -138,16 +148,19 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
     lines = [("model", "size", "fits", "context", "labels")]
     for r in rows:
         c = "-" if r["ctx"] is None else (f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}"))
-        if r["ctx"] is None and r["fits"] and r["basis"] == "file size" and cat.recipes[d.recipe].uses_ctx_size:
+        if r["ctx"] is None and r["fits"] and r["basis"] == "file size" and _gguf_recipe(d.recipe):
             c = "header not read"
-        fits = ("weights fit: " if r["basis"] == "file size" and cat.recipes[d.recipe].uses_ctx_size else "") + r["where"]
+        fits = ("weights fit: " if r["basis"] == "file size" and _gguf_recipe(d.recipe) else "") + r["where"]
         lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits if r["fits"] else "no", c,
                       ",".join(r["labels"])))
     widths = [max(len(x[i]) for x in lines) for i in range(4)]
     for i, line in enumerate(lines):
         text = "  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[4]
-        con.print(text.rstrip(), style="bold" if i == 0 else None, markup=False, highlight=False)
-    if any(r["basis"] == "file size" for r in rows) and cat.recipes[d.recipe].uses_ctx_size:
+        con.print(text.rstrip(), style="bold" if i == 0 else None, markup=False, highlight=False, soft_wrap=True)
+    for r in rows:
+        if r.get("note"):
+            con.print(f"{r['name']}: {r['note']}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    if any(r["basis"] == "file size" for r in rows) and _gguf_recipe(d.recipe):
         con.print("weights fit: the download fits; whether a context does too is in the GGUF header, which "
                   f"`pick-backend plan {d.recipe} --model NAME` or `models --read-headers` reads (a few MB each)",
                   style="dim", markup=False)
@@ -217,7 +230,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     dirname = install_dir_name(rec, d.backend, d.channel)
     installed = o.installed().get(d.recipe, {})
     version = installed.get(dirname)
-    header_model = rec.uses_ctx_size and model.files[0].lower().endswith(".gguf")
+    header_model = _gguf_recipe(d.recipe)  # llama.cpp takes GGUF only: the header is read, whatever the name
     try:
         if header_model:
             facts = source.facts(model, cache)
@@ -286,7 +299,7 @@ def _file_size(path: str) -> int:
 def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     from selector.models.planner import gib
 
-    say = lambda text, **k: con.print(text, markup=False, highlight=False, **k)  # noqa: E731
+    say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
     where = f"{devs[0]['name']} ({devs[0]['described']})" if devs else "the CPU"
     say(f"{model.label} on {d.backend} ({where})", style="bold")
     s = res["status"]
@@ -294,7 +307,9 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     ctx = res.get("ctx")
     if s == "fits":
         say(f"fits: all {res.get('n_layer', 0) + 1 if 'n_layer' in res else ''} layers"
-            + (f", context {ctx}" + (f" of {trained} trained" if trained and trained != ctx else " (its trained context)")
+            + (f", context {ctx}" + (" (the header gives no trained context; 4096 is assumed as its limit)"
+                                     if trained is None else f" of {trained} trained" if trained != ctx
+                                     else " (its trained context)")
                if ctx else "") if "n_layer" in res else "fits (from the file size)")
     elif s == "split":
         say(f"fits split over {len(res['devices'])} GPUs (--tensor-split {','.join(f'{x:g}' for x in res['tensor_split'])}), "

@@ -27,14 +27,27 @@ def fit_table() -> dict:
         return json.load(f)
 
 
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def _per_layer(v, n: int, what: str, where: str) -> list[int]:
     if isinstance(v, list):
-        if len(v) != n or not all(isinstance(x, int) and x >= 0 for x in v):
+        if len(v) != n or not all(_count(x) for x in v):
             raise FactsError(f"{where}: {what} lists {len(v)} values for {n} layers")
         return v
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+    if _count(v):
         return [v] * n
     raise FactsError(f"{where}: {what} is {v!r}, not a count")
+
+
+def _positive(v, what: str, where: str, default=None):
+    """A positive whole number, ``default`` when absent; anything else is named."""
+    if v is None:
+        return default
+    if not _count(v) or v == 0:
+        raise FactsError(f"{where}: {what} is {v!r}, not a positive whole number")
+    return v
 
 
 def from_headers(where: str, headers: list[dict]) -> dict:
@@ -53,14 +66,30 @@ def from_headers(where: str, headers: list[dict]) -> dict:
     tensors = {}
     for h in headers:
         tensors.update(h["tensors"])
-    n_embd = k("embedding_length", 0)
+    if not tensors:
+        raise FactsError(f"{where}: the header lists no tensors; not a model file")
+    blocks = {int(m[1]) for n in tensors if (m := _LAYER.match(n))}
+    if blocks and (max(blocks) + 1 != n_layer or len(blocks) != n_layer):
+        raise FactsError(f"{where}: {arch}.block_count is {n_layer}, but the tensors are of "
+                         f"{len(blocks)} layers (blk.0 to blk.{max(blocks)})")
+    if not blocks:
+        raise FactsError(f"{where}: no layer tensors (blk.N.*); not a model llama.cpp can offload")
+    n_embd = _positive(k("embedding_length"), f"{arch}.embedding_length", where, 0)
     heads = _per_layer(k("attention.head_count", 0), n_layer, f"{arch}.attention.head_count", where)
     heads_kv = _per_layer(k("attention.head_count_kv", max(heads) if heads else 0), n_layer,
                           f"{arch}.attention.head_count_kv", where)
     top = max(heads) if heads else 0
-    head_k = k("attention.key_length", n_embd // top if top else 0)
-    head_v = k("attention.value_length", head_k)
-    n_swa = k("attention.sliding_window", 0) or 0
+    if not top and arch not in fit_table()["recurrent"]["archs"]:
+        raise FactsError(f"{where}: {arch}.attention.head_count is 0; an attention model has heads")
+    head_k = _positive(k("attention.key_length"), f"{arch}.attention.key_length", where,
+                       n_embd // top if top else 0)
+    head_v = _positive(k("attention.value_length"), f"{arch}.attention.value_length", where, head_k)
+    if any(heads_kv) and not (head_k and head_v):
+        raise FactsError(f"{where}: the key and value sizes are unknown ({arch}.attention.key_length)")
+    n_swa = _positive(k("attention.sliding_window") or None, f"{arch}.attention.sliding_window", where, 0)
+    ctx_train = k("context_length")
+    if ctx_train is not None and (not _count(ctx_train) or ctx_train == 0):
+        raise FactsError(f"{where}: {arch}.context_length is {ctx_train!r}, not a positive whole number")
     swa = [False] * n_layer
     pattern = k("attention.sliding_window_pattern")
     if isinstance(pattern, list) and len(pattern) == n_layer:
@@ -106,15 +135,15 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         "n_layer": n_layer,
         "n_embd": n_embd,
         "n_vocab": n_vocab,
-        "n_ctx_train": k("context_length"),
+        "n_ctx_train": ctx_train,
         "n_head": heads,
         "n_head_kv": heads_kv,
         "head_k": head_k,
         "head_v": head_v,
         "n_swa": n_swa,
         "swa": swa,
-        "n_expert": k("expert_count", 0) or 0,
-        "n_expert_used": k("expert_used_count", 0) or 0,
+        "n_expert": k("expert_count", 0) if _count(k("expert_count", 0)) else 0,
+        "n_expert_used": k("expert_used_count", 0) if _count(k("expert_used_count", 0)) else 0,
         "kv_lora_rank": k("attention.kv_lora_rank"),
         "recurrent": arch in fit_table()["recurrent"]["archs"],
         "layer_bytes": layer_bytes,

@@ -132,12 +132,13 @@ def plan(facts: dict, devices: list[dict], backend: str, ctx: int | None = None,
     if ctx is not None:
         if ctx <= 0:
             raise FitError(f"--ctx-size {ctx}: a context is a positive number of tokens")
-        if ctx > train:
+        if ctx > train and facts.get("n_ctx_train"):
             raise FitError(f"--ctx-size {ctx} is past the context the model was trained for ({train}); "
                            "llama.cpp would need rope scaling (--rope-scaling) for that")
+        train = max(train, ctx)
     lo = min(MIN_CTX, train)
     all_layers = n_layer + 1
-    res = {"backend": backend, "n_layer": n_layer, "trained_ctx": train, "flash_attn": flash_attn,
+    res = {"backend": backend, "n_layer": n_layer, "trained_ctx": facts.get("n_ctx_train"), "flash_attn": flash_attn,
            "type_k": type_k, "type_v": type_v}
     gpus = [d for d in devices if d.get("budget")]
 

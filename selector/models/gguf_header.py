@@ -60,12 +60,18 @@ class _File(_Stream):
     def __init__(self, path: str):
         super().__init__(path)
         try:
-            self.f = open(path, "rb")
+            from probes.host import open_regular
+
+            self.f = open_regular(path)  # a FIFO or a device would block the read forever
         except FileNotFoundError:
             raise ModelError(f"{path}: no such file") from None
         except IsADirectoryError:
             raise ModelError(f"{path}: is a directory, not a GGUF file") from None
         except OSError as e:
+            if os.path.isdir(path):
+                raise ModelError(f"{path}: is a directory, not a GGUF file") from None
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise ModelError(f"{path}: not a regular file (a FIFO, socket or device); not read") from None
             raise ModelError(f"{path}: cannot be read ({e.strerror or e})") from None
         self.size = os.fstat(self.f.fileno()).st_size
 
@@ -140,8 +146,12 @@ class _Http(_Stream):
     def _read(self, r, n: int) -> bytes:
         out = bytearray()
         try:
+            read1 = getattr(r.raw, "read1", None)
             while len(out) < n:
-                block = r.raw.read(min(n - len(out), 1 << 20), decode_content=True)
+                # read1 returns what has arrived, so the deadline is checked even when a server
+                # drips a few bytes at a time (read(n) would wait for all n)
+                want = min(n - len(out), 1 << 20)
+                block = read1(want, decode_content=True) if read1 else r.raw.read(want, decode_content=True)
                 if not block:
                     break
                 out += block

@@ -36,12 +36,18 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
         return []
     if decision.run_devices:
         group = list(decision.run_devices)
+    elif verdict.access == "graphics":
+        group = list(verdict.devices)  # llama.cpp's Vulkan backend takes every Vulkan GPU
     elif dev.type == "amd_gpu":
         group = [d for d in verdict.devices if d.type == dev.type and d.token == dev.token]
-    elif verdict.access == "graphics":
-        group = [dev]  # Vulkan's own numbering is not known before the build runs: the chosen GPU alone
     else:
         group = [d for d in verdict.devices if d.type == dev.type]
+    if any(not _integrated(d) for d in group):
+        # llama.cpp adds integrated GPUs to its default devices only when there is no discrete one
+        # (common/common.cpp, the device list: igpus only if devices is empty)
+        group = [d for d in group if not _integrated(d)]
+        if _integrated(dev):
+            dev = group[0]
     group = [dev] + [d for d in group if d is not dev]
     out = []
     for d in group:
@@ -50,6 +56,12 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
         out.append({"name": d.name or d.type, "budget": budget or 0, "memory": _where(mem), "device": d,
                     "described": mem.describe(), "id": (device_ids or {}).get(_key(d))})
     return out
+
+
+def _integrated(d) -> bool:
+    g = d.gpu
+    return d.type == "metal" or bool(getattr(g, "integrated", False) or getattr(g, "unified", False)) or \
+        (d.type == "intel_gpu" and not getattr(g, "arc", False))
 
 
 def _key(d) -> str:
@@ -149,10 +161,11 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict]) -> dict | 
 
     if res["status"] not in ("fits", "split") or not devs:
         return None
-    bw = bandwidth_of(profile, devs[0]["device"])
-    if bw is None:
+    used = devs[:len(res.get("devices", []))] or devs[:1]
+    bws = [bandwidth_of(profile, d["device"]) for d in used]
+    if any(b is None for b in bws):
         return None
-    gbps, source = bw
+    gbps, source = min(bws)  # layer after layer: the slowest device holding weights bounds a split
     per_token = active_bytes(facts)  # the KV cache read grows with the context: lower as it fills
     return {"tokens_per_s": round(gbps * 1e9 / per_token, 1), "bandwidth_gbps": gbps,
             "bytes_per_token": per_token, "source": source,

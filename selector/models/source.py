@@ -71,7 +71,7 @@ def resolve(spec: str, session=None, limits=None, env=None) -> Model:
     """A model name to its files.  Lists a Hugging Face repo (one API call) only for ``org/repo`` and
     ``org/repo:QUANT``."""
     if spec.startswith(("http://", "https://")):
-        return Model(spec, split_names(spec) or [spec])
+        return Model(spec, (None if urlsplit(spec).query else split_names(spec)) or [spec])
     if os.path.exists(spec) or spec.startswith((".", "/", "~")) or (spec.endswith(".gguf") and ":" not in spec):
         path = os.path.abspath(os.path.expanduser(spec))
         return Model(spec, split_names(path) or [path])
@@ -98,9 +98,36 @@ def resolve_checkpoint(checkpoint: str, session=None, limits=None, env=None) -> 
 
     if "." in variant:  # a file name (FILE.gguf, ggml-tiny.bin), not a quantization
         return Model(checkpoint, split_names(url(variant)) or [url(variant)], checkpoint=checkpoint)
+    local = _local_ggufs(repo, env)
+    if local is not None:  # downloaded before (by Lemonade or huggingface_hub): no network needed
+        snap, files = local
+        try:
+            picked = _pick_variant(files, variant, checkpoint)
+        except ModelError:
+            picked = None
+        if picked:
+            return Model(checkpoint, [os.path.join(snap, *f.split("/")) for f in picked], checkpoint=checkpoint)
     files = _repo_ggufs(repo, session, limits, env)
     picked = _pick_variant(files, variant, checkpoint)
     return Model(checkpoint, [url(f) for f in picked], checkpoint=checkpoint)
+
+
+def _local_ggufs(repo: str, env=None) -> tuple[str, list[str]] | None:
+    """(snapshot directory, GGUF paths in it) of the repo's newest snapshot in the hub cache."""
+    org, name = repo.split("/")
+    snaps = os.path.join(hf_cache_dir(env), f"models--{org}--{name}", "snapshots")
+    try:
+        dirs = sorted((os.path.join(snaps, d) for d in os.listdir(snaps)), key=os.path.getmtime, reverse=True)
+    except OSError:
+        return None
+    for snap in dirs:
+        found = []
+        for dirpath, _dirs, files in os.walk(snap):
+            found += [os.path.relpath(os.path.join(dirpath, f), snap).replace(os.sep, "/")
+                      for f in files if f.lower().endswith(".gguf")]
+        if found:
+            return snap, sorted(found)
+    return None
 
 
 def _repo_ggufs(repo: str, session, limits, env) -> list[str]:
@@ -152,9 +179,10 @@ def facts(model: Model, cache: str | None, session=None, limits=None, env=None, 
     from selector.models import gguf_header
 
     rec = store.path(cache, "models", model.key) if cache else None
+    ident = _identity(model.files)
     if rec and not refresh:
         old = store.read(rec)
-        if old and old.get("files") == model.files and isinstance(old.get("facts"), dict):
+        if old and old.get("files") == model.files and old.get("identity") == ident and isinstance(old.get("facts"), dict):
             return old["facts"]
     if not read_allowed:
         return None
@@ -165,9 +193,25 @@ def facts(model: Model, cache: str | None, session=None, limits=None, env=None, 
         raise ModelError(str(e)) from None
     if rec:
         try:
-            store.write(rec, {"files": model.files, "facts": out})
+            store.write(rec, {"files": model.files, "identity": ident, "facts": out})
         except OSError:
             pass  # a read-only cache: the facts are still good for this run
+    return out
+
+
+def _identity(files: list[str]) -> list:
+    """What makes cached facts stale: a local file's size and modification time (a file replaced,
+    changed or gone is read again); a URL is its own identity."""
+    out = []
+    for f in files:
+        if f.startswith(("http://", "https://")):
+            out.append(f)
+            continue
+        try:
+            st = os.stat(f)
+        except OSError:
+            raise ModelError(f"{f}: no such file") from None
+        out.append([st.st_size, st.st_mtime_ns])
     return out
 
 
