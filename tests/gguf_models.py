@@ -40,6 +40,11 @@ MODELS = {
                         n_ff=18432, n_ff_exp=2048, n_expert=256, n_expert_used=8, n_vocab=129280,
                         ctx_train=163840, tied=False, kv_lora_rank=512, all_type=Q.Q2_K, embd_type=Q.Q4_K,
                         out_type=Q.Q6_K, mla=True),
+    # Gemma 3 270M: the geometry unsloth/unsloth#7530 measured llama-server's KV cache on (cited in
+    # tests/data/llamacpp_logs.json); n_embd 640, n_ff 2048, vocab 262144 from google/gemma-3-270m config.json
+    "gemma3-270m": dict(arch="gemma3", n_layer=18, n_embd=640, n_head=4, n_head_kv=1, head=256, n_ff=2048,
+                        n_vocab=262144, ctx_train=32768, tied=True, swa=512, qk_norm=True, embd_type=Q.Q8_0,
+                        all_type=Q.Q8_0),
     # Gemma 3 12B: shapes from google/gemma-3-12b-it config.json (no llama.cpp log pinned: derived)
     "gemma3-12b": dict(arch="gemma3", n_layer=48, n_embd=3840, n_head=16, n_head_kv=8, head=256, n_ff=15360,
                        n_vocab=262208, ctx_train=131072, tied=True, swa=1024, qk_norm=True, embd_type=Q.Q6_K),

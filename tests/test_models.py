@@ -46,6 +46,7 @@ KV_CASES = [  # (log case, model, n_ubatch the log ran with)
     ("qwen3-30b-a3b-q4km-ctx16384-2gpu-expertsCPU", "qwen3-30b-a3b", 512),
     ("gpt-oss-20b-mxfp4-ctx131072-ub2048-metal", "gpt-oss-20b", 2048),
     ("deepseek-v3-0324-ud-q2kxl-ctx16384-fa-4gpu", "deepseek-v3", 1024),
+    ("gemma3-270m-ctx8192-swa", "gemma3-270m", 512),
 ]
 
 
