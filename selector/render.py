@@ -141,6 +141,7 @@ def render_warnings(con, warnings) -> None:
 
 def probe_human(profile, con) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from probes import memory
 
@@ -152,10 +153,8 @@ def probe_human(profile, con) -> None:
         con.print(f"CPU features: {' '.join(cpu.features)}", markup=False)
     for key, value in (getattr(cpu, "detailed", None) or {}).items():  # probe --detailed: py-cpuinfo
         con.print(f"  {key}: {value}", markup=False)
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("#", "device", "target", "kind", "memory", "driver", "notes"):
-        t.add_column(col)
-    rows = 0
+    cols = ("#", "device", "target", "kind", "memory", "driver", "notes")
+    rows: list[tuple] = []
     for g in profile.amd_gpus:
         target = g.gfx or "?"
         if g.gfx_effective and g.gfx_effective != g.gfx:
@@ -163,31 +162,36 @@ def probe_human(profile, con) -> None:
         notes = [g.source]
         if not g.visible:
             notes.append("hidden")
-        t.add_row(f"amd{g.index}", g.name, target, "integrated" if g.integrated else "discrete",
-                  memory.of(profile, g).describe(), g.driver or "-", ", ".join(notes))
-        rows += 1
+        rows.append((f"amd{g.index}", g.name, target, "integrated" if g.integrated else "discrete",
+                     memory.of(profile, g).describe(), g.driver or "-", ", ".join(notes)))
     for g in profile.nvidia_gpus:
         notes = [g.source] + ([] if g.visible else ["hidden"])
-        t.add_row(f"nv{g.index}", g.name, g.sm or "sm unknown", "integrated" if g.unified else "discrete",
-                  memory.nvidia(g).describe(),
-                  g.driver_version or "none", ", ".join(notes))
-        rows += 1
+        rows.append((f"nv{g.index}", g.name, g.sm or "sm unknown", "integrated" if g.unified else "discrete",
+                     memory.nvidia(g).describe(), g.driver_version or "none", ", ".join(notes)))
     for g in getattr(profile, "intel_gpus", []):
-        t.add_row("intel", g.name, "arc" if g.arc else "-", "", "-", "-", "")
-        rows += 1
+        rows.append(("intel", g.name, "arc" if g.arc else "-", "", "-", "-", ""))
     for i, n in enumerate(profile.npus):
-        t.add_row(f"npu{i}", n.name or f"AMD NPU {n.codename}", n.generation, n.codename, "-",
-                  ("amdxdna" if profile.os.name == "linux" else "installed") if n.driver_bound
-                  else "[red]not bound[/red]", n.device_node or "-")
-        rows += 1
+        rows.append((f"npu{i}", n.name or f"AMD NPU {n.codename}", n.generation, n.codename, "-",
+                     ("amdxdna" if profile.os.name == "linux" else "installed") if n.driver_bound else "not bound",
+                     n.device_node or "-"))
     if profile.metal.available:
-        t.add_row("metal", profile.metal.chip or "Apple GPU", "metal", "integrated",
-                  memory.metal(profile).describe(), "-", "")
-        rows += 1
-    if rows:
-        con.print(t)
-    else:
+        rows.append(("metal", profile.metal.chip or "Apple GPU", "metal", "integrated",
+                     memory.metal(profile).describe(), "-", ""))
+    if not rows:
         con.print("[dim]No GPU or NPU found.[/dim]")
+    elif sum(max(len(r[i]) for r in rows + [cols]) for i in range(len(cols))) + 2 * (len(cols) - 1) <= con.width:
+        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in cols:
+            t.add_column(col, no_wrap=True)
+        for r in rows:
+            t.add_row(*(Text(c, style="red" if c == "not bound" else "") for c in r))
+        con.print(t)
+    else:  # too narrow for columns: one block per device, every value whole
+        for r in rows:
+            con.print(Text.assemble((f"{r[0]}  ", "bold"), r[1]))
+            for name, value in zip(cols[2:], r[2:]):
+                if value and value != "-":
+                    con.print(Text.assemble(f"  {name}: ", (value, "red" if value == "not bound" else "")))
     vk = profile.vulkan
     con.print(f"Vulkan: loader {'yes' if vk.loader else 'no'}; GPU drivers: {', '.join(vk.gpu_drivers) or 'none'}")
     if profile.executables:

@@ -54,9 +54,11 @@ class _NoTrailingSpaces:
 def wrap_parts(parts, width: int, sep: str = " · ") -> str:
     """Join ``parts`` with ``sep``, breaking lines between parts (never inside one) to fit ``width``."""
     lines, cur = [], ""
-    for p in parts:
-        if cur and len(cur) + len(sep) + len(p) > width:
-            lines.append(cur + sep.rstrip())
+    mark = sep.rstrip()
+    for i, p in enumerate(parts):
+        more = len(mark) if i < len(parts) - 1 else 0  # the " ·" a line ends with when another follows
+        if cur and len(cur) + len(sep) + len(p) + more > width:
+            lines.append(cur + mark)
             cur = p
         else:
             cur = f"{cur}{sep}{p}" if cur else p
