@@ -70,6 +70,7 @@ class Progress:
 
     def __init__(self, enabled: bool | None = None):
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
+        self.narrow = False
         self._bar = None
         self._task = None
         self.label = ""
@@ -79,8 +80,14 @@ class Progress:
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
                                        TimeRemainingColumn, TransferSpeedColumn)
 
-            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                     TransferSpeedColumn(), TimeRemainingColumn(), transient=False, console=console())
+            con = console()
+            # narrow (under 100 columns): the file name goes on a line of its own above the bar, and
+            # the speed column goes, so that no cell is cut to "0.… 100… 0:0…"
+            self.narrow = con.width < 100
+            cols = ([BarColumn(bar_width=None), DownloadColumn(), TimeRemainingColumn()] if self.narrow else
+                    [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                     TimeRemainingColumn()])
+            self._bar = RichProgress(*cols, transient=False, console=con)
             self._bar.__enter__()
         return self
 
@@ -99,6 +106,8 @@ class Progress:
         if self._bar is None:
             return
         if self._task is None:
+            if self.narrow and self.label:
+                self._bar.console.print(self.label, markup=False, highlight=False, soft_wrap=True)
             self._task = self._bar.add_task(self.label, total=total, completed=done)
         else:
             self._bar.reset(self._task, total=total, completed=done, description=self.label)

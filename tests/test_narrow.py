@@ -63,3 +63,19 @@ def test_plans_run_line_is_one_line_at_60_columns(tmp_path):
     lines = on_terminal("plan", "llamacpp", "--model", m, "--root", STRIX, "--cache-dir", str(tmp_path / "c"))
     run = [x for x in lines if "llama-server" in x]
     assert run and "--flash-attn on" in run[0] and run[0].strip().startswith("llama-server -m ")
+
+
+def test_a_progress_bar_at_60_columns_cuts_no_figure(monkeypatch):
+    from rich.console import Console
+
+    from selector import term
+
+    con = Console(width=60, force_terminal=True, record=True, color_system=None)
+    monkeypatch.setattr(term, "console", lambda stderr=False: con)
+    with term.Progress(enabled=True) as p:
+        p.new("llama-b10375-bin-ubuntu-vulkan-x64.tar.gz")
+        p.start(300 << 20, 0)
+        p.advance(100 << 20)
+    text = con.export_text()
+    assert "…" not in text
+    assert "llama-b10375-bin-ubuntu-vulkan-x64.tar.gz" in text and "/314.6 MB" in text
