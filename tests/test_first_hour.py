@@ -428,6 +428,14 @@ def test_completion_names_recipes_backends_and_catalogs(cli):
     assert _complete(cli, ["pick-backend", "llamacpp", "--backend", "ro"]) == ["rocm"]
     assert {"lemonade", "localai"} <= set(_complete(cli, ["pick-backend", "--catalog", ""]))
     assert "strata" in _complete(cli, ["pick-backend", "--catalog", "localai", "str"])
+    # after leading options the next word may be a command (or a recipe)
+    assert "check" in _complete(cli, ["pick-backend", "--json", "ch"])
+    assert "install" in _complete(cli, ["pick-backend", "--root", "/tmp", "ins"])
+    # a backend is one of that recipe's, also as the value of --backend / --backends
+    assert set(_complete(cli, ["pick-backend", "install", "whispercpp", "--backend", ""])) == \
+        {"npu", "metal", "vulkan", "rocm", "cpu"}
+    assert set(_complete(cli, ["pick-backend", "bench", "whispercpp", "--backends", ""])) == \
+        {"npu", "metal", "vulkan", "rocm", "cpu"}
     for shell in ("bash", "zsh", "fish"):
         r = cli(env={"_PICK_BACKEND_COMPLETE": f"{shell}_source"})
         assert r.rc == 0 and "_PICK_BACKEND_COMPLETE" in r.out, shell

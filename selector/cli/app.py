@@ -58,6 +58,16 @@ def route(args: list[str], commands) -> list[str]:
     return ["pick", *args]
 
 
+def _only_options(args: list[str]) -> bool:
+    """Every word is an option or the value of one (no command, no recipe yet)."""
+    i = 0
+    while i < len(args):
+        if not args[i].startswith("-") or args[i] == "-":
+            return False
+        i += 2 if args[i] in VALUE_OPTS else 1
+    return True
+
+
 class Group(click.Group):
     """Routes ``pick-backend llamacpp`` to ``pick``; loads LAZY commands on demand."""
 
@@ -75,7 +85,18 @@ class Group(click.Group):
         return cmd
 
     def parse_args(self, ctx, args):
-        return super().parse_args(ctx, route(list(args), set(self.commands) | set(LAZY)))
+        args = list(args)
+        routed = route(args, set(self.commands) | set(LAZY))
+        if ctx.resilient_parsing:  # shell completion
+            if routed[:1] == ["pick"] and args and _only_options(args):
+                # after leading options only (`pick-backend --json ch<TAB>`, `--root DIR ins<TAB>`) the
+                # next word may be a command or a recipe: complete at the group, not inside `pick`
+                return super().parse_args(ctx, [])
+            if routed and routed[-1] in VALUE_OPTS:
+                # the word being completed is this option's value: without it the command's other
+                # arguments still parse (`install llamacpp --backend <TAB>` knows the recipe)
+                routed = routed[:-1]
+        return super().parse_args(ctx, routed)
 
     def shell_complete(self, ctx, incomplete):
         from click.shell_completion import CompletionItem

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from selector.cli.core import EXIT_INPUT, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_recipe, decide_all
+from selector.cli.core import EXIT_INPUT, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all  # noqa: E501
 
 INSTALLED = ("installed", "update_available", "update_required")  # any installed build runs (an old one too)
 
@@ -44,7 +44,7 @@ def _model_file(spec: str) -> tuple[str, str, object]:
 @click.option("--model", "-m", "model_spec", required=True,
               help="The model: a path, or a Lemonade name / org/repo:QUANT already downloaded.")
 @common
-@click.option("--backends", default=None, help="Comma-separated backends to measure (default: every supported, installed one).")
+@click.option("--backends", default=None, shell_complete=complete_backend, help="Comma-separated backends to measure (default: every supported, installed one).")
 @click.option("--repetitions", "-r", type=click.IntRange(1, 100), default=3, show_default=True, help="Runs of each test.")
 @click.option("--prompt", "n_prompt", type=click.IntRange(0, 1 << 20), default=512, show_default=True,
               help="Prompt tokens of the prompt-processing test (0: none).")
