@@ -88,7 +88,7 @@ class Group(click.Group):
         args = list(args)
         routed = route(args, set(self.commands) | set(LAZY))
         if ctx.resilient_parsing:  # shell completion
-            if routed[:1] == ["pick"] and args and _only_options(args):
+            if routed[:1] == ["pick"] and args and args[-1] not in VALUE_OPTS and _only_options(args):
                 # after leading options only (`pick-backend --json ch<TAB>`, `--root DIR ins<TAB>`) the
                 # next word may be a command or a recipe: complete at the group, not inside `pick`
                 return super().parse_args(ctx, [])
