@@ -58,6 +58,13 @@ def route(args: list[str], commands) -> list[str]:
     return ["pick", *args]
 
 
+class _Params:
+    """Stands for a context whose only parameter is known (completion's --catalog)."""
+
+    def __init__(self, params):
+        self.params = params
+
+
 def _only_options(args: list[str]) -> bool:
     """Every word is an option or the value of one (no command, no recipe yet)."""
     i = 0
@@ -91,6 +98,7 @@ class Group(click.Group):
             if routed[:1] == ["pick"] and args and args[-1] not in VALUE_OPTS and _only_options(args):
                 # after leading options only (`pick-backend --json ch<TAB>`, `--root DIR ins<TAB>`) the
                 # next word may be a command or a recipe: complete at the group, not inside `pick`
+                ctx.meta["pick_backend.leading"] = args  # (--catalog among them names the recipes)
                 return super().parse_args(ctx, [])
             if routed and routed[-1] in VALUE_OPTS:
                 # the word being completed is this option's value: without it the command's other
@@ -103,7 +111,10 @@ class Group(click.Group):
 
         items = super().shell_complete(ctx, incomplete)
         if not incomplete.startswith("-"):
-            items += [CompletionItem(n) for n in _catalog_names("recipes", ctx) if n.startswith(incomplete)]
+            leading = ctx.meta.get("pick_backend.leading") or []
+            cat = leading[leading.index("--catalog") + 1] if "--catalog" in leading[:-1] else None
+            names = _catalog_names("recipes", _Params({"catalog": cat}) if cat else ctx)
+            items += [CompletionItem(n) for n in names if n.startswith(incomplete)]
         return items
 
 
