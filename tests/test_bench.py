@@ -72,6 +72,21 @@ def gone(pid: int) -> bool:
         return True
 
 
+def terminate_when_started(args, child, env=None):
+    """Run ``pick-backend ARGS``, SIGTERM it once the build's own child wrote its pid to ``child``,
+    and return (exit status, that pid) once it ended."""
+    p = subprocess.Popen([sys.executable, "-m", "selector", *args], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if child.exists() and child.read_text():
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    p.wait(30)
+    time.sleep(0.5)
+    return p.returncode, int(child.read_text())
+
+
 def install(cache, dirname, mode="ok", pp=1000.0, tg=100.0, build=7000, version="b7000", child=""):
     d = cache / "bin" / "llamacpp" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -180,19 +195,9 @@ def test_a_hang_ends_at_the_timeout_with_its_whole_process_group(cli, tmp_path, 
 def test_sigterm_ends_the_group_and_writes_nothing(tmp_path, model):
     child = tmp_path / "child.pid"
     install(tmp_path, "rocm-stable", mode="hang", child=str(child))
-    env = {**os.environ, "COLUMNS": "200"}
-    p = subprocess.Popen([sys.executable, "-m", "selector", "bench", "llamacpp", "--model", model, "--root", ROOT,
-                          "--cache-dir", str(tmp_path), "--backends", "rocm"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(200):
-        if child.exists() and child.read_text():
-            break
-        time.sleep(0.05)
-    p.send_signal(signal.SIGTERM)
-    p.wait(30)
-    assert p.returncode == 130
-    time.sleep(0.5)
-    assert gone(int(child.read_text()))
+    rc, pid = terminate_when_started(["bench", "llamacpp", "--model", model, "--root", ROOT, "--cache-dir",
+                                      str(tmp_path), "--backends", "rocm"], child, {**os.environ, "COLUMNS": "200"})
+    assert rc == 130 and gone(pid)
     assert not (tmp_path / "pick-backend" / "bench").exists() or not os.listdir(tmp_path / "pick-backend" / "bench")
 
 

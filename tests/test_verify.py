@@ -534,25 +534,13 @@ def test_a_relative_cache_dir_is_resolved_once_so_the_build_still_starts(tmp_pat
 def test_sigterm_during_verify_ends_the_builds_whole_process_group(tmp_path):
     """A build hung at GPU start (and a helper it started) must not keep holding the GPU after the
     user stops verify: SIGTERM ends the group, as the timeout does."""
-    import signal
-    import subprocess
     import sys
-    import time
 
-    from test_bench import gone
+    from test_bench import gone, terminate_when_started
 
     child = tmp_path / "child.pid"
     fake_build(tmp_path, "vulkan", f"#!{sys.executable}\nimport subprocess, sys, time\n"
                f"subprocess.Popen([sys.executable, '-c', \"import os, time; open({str(child)!r}, 'w').write(str(os.getpid())); time.sleep(600)\"])\n"
                "time.sleep(600)\n")
-    p = subprocess.Popen([sys.executable, "-m", "selector", "verify", "llamacpp", "--root", STRIX,
-                          "--cache-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(200):
-        if child.exists() and child.read_text():
-            break
-        time.sleep(0.05)
-    p.send_signal(signal.SIGTERM)
-    p.wait(30)
-    assert p.returncode == 130
-    time.sleep(0.5)
-    assert gone(int(child.read_text()))
+    rc, pid = terminate_when_started(["verify", "llamacpp", "--root", STRIX, "--cache-dir", str(tmp_path)], child)
+    assert rc == 130 and gone(pid)
