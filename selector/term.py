@@ -7,8 +7,8 @@ import sys
 
 
 def console(stderr: bool = False):
-    """A rich console laid out for the terminal's width; in a pipe or file (no terminal, no
-    COLUMNS), lines are never wrapped or padded, so that grep and cut see one line per fact."""
+    """A rich console laid out for the terminal's width (COLUMNS, where set, is that width); in a pipe
+    or file lines are never wrapped or padded, so that grep and cut see one line per fact."""
     import os
 
     from rich.console import Console
@@ -22,7 +22,9 @@ def console(stderr: bool = False):
     # taken as unset
     env = {k: v for k, v in os.environ.items()
            if k not in ("COLUMNS", "LINES") or (v.isascii() and v.isdecimal() and int(v) > 0)}
-    width = None if tty or env.get("COLUMNS") else 100_000
+    # a pipe or file is never wrapped, whatever COLUMNS says (an exported COLUMNS=5 would shred it):
+    # one line per fact, for grep and cut
+    width = None if tty else 100_000
     con = Console(file=_NoTrailingSpaces(stream), highlight=False, soft_wrap=False, emoji=False, width=width,
                   _environ=env)
     con.on_broken_pipe = _reader_left  # rich's own exits 1; a reader that stops early is no failure here

@@ -58,3 +58,35 @@ def run_cli(*args, env=None, input=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+ANSI = __import__("re").compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def run_tty(*args, columns=80, env=None):
+    """Run the CLI on a pseudo-terminal ``columns`` wide, as a person at a terminal does; the
+    output comes back as plain text (colours stripped, CRLF as LF) in a Result."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["COLUMNS"] = str(columns)
+        for k in ("PICK_BACKEND_ROOT", "PICK_BACKEND_CONFIG", "PICK_BACKEND_CHANNEL"):
+            os.environ.pop(k, None)
+        os.environ.update(env or {})
+        os.execvp(sys.executable, [sys.executable, "-m", "selector", *args])
+    out = b""
+    while True:
+        try:
+            block = os.read(fd, 65536)
+        except OSError:
+            break
+        if not block:
+            break
+        out += block
+    _, status = os.waitpid(pid, 0)
+    r = Result.__new__(Result)
+    r.rc = os.waitstatus_to_exitcode(status)
+    r.out = ANSI.sub("", out.decode("utf-8", "replace").replace("\r\n", "\n"))
+    r.err = ""
+    return r

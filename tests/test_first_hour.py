@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, machine
+from conftest import ROOT, machine, run_tty
 
 STRIX = machine("linux-ubuntu24.04-strix-halo")
 CPU_ONLY = machine("linux-debian12-x86_64-cpu-only")
@@ -363,7 +363,7 @@ def test_the_json_pick_path_imports_nothing_heavy():
 
 def test_80_columns_header_wraps_between_parts_and_no_line_has_trailing_spaces(cli):
     for root in (STRIX, RTX5090, CPU_ONLY):
-        r = cli("--root", root, "--all", "--allow-missing", env={"COLUMNS": "80"})
+        r = run_tty("--root", root, "--all", "--allow-missing", columns=80)
         assert r.rc == 0
         lines = r.out.splitlines()
         assert all(len(x) <= 80 for x in lines), max(lines, key=len)
@@ -373,12 +373,14 @@ def test_80_columns_header_wraps_between_parts_and_no_line_has_trailing_spaces(c
         assert joined.endswith("accelerator-first")
         for x in header[:-1]:
             assert x.endswith(" ·"), header  # broken after a separator, never inside a part
-    r = cli("--root", STRIX, "llamacpp", env={"COLUMNS": "80"})
+    r = run_tty("--root", STRIX, "llamacpp", columns=80)
     assert "linux · ubuntu 24.04 · 6.14.0-33-generic · x86_64 · lemonade · stable ·\naccelerator-first" in r.out
 
 
-def test_in_a_pipe_lines_are_neither_wrapped_nor_padded(cli):
-    r = cli("llamacpp", "--root", CPU_ONLY, env={"COLUMNS": ""})
+@pytest.mark.parametrize("columns", ["", "5", "80"])
+def test_in_a_pipe_lines_are_neither_wrapped_nor_padded(cli, columns):
+    # an exported COLUMNS (even COLUMNS=5) is a terminal's width, not a pipe's
+    r = cli("llamacpp", "--root", CPU_ONLY, env={"COLUMNS": columns})
     lines = r.out.splitlines()
     assert lines[0].endswith("accelerator-first")
     assert not [x for x in lines if x != x.rstrip()]
@@ -390,7 +392,7 @@ def test_matrix_at_80_columns_cuts_no_word_and_sorts_sm_targets_as_numbers(cli):
     from selector import catalog, render
 
     for cat in ("lemonade", "localai"):
-        r = cli("--catalog", cat, "matrix", env={"COLUMNS": "80"})
+        r = run_tty("--catalog", cat, "matrix", columns=80)
         assert r.rc == 0
         assert all(len(x) <= 80 for x in r.out.splitlines())
         assert "…" not in r.out
@@ -400,7 +402,7 @@ def test_matrix_at_80_columns_cuts_no_word_and_sorts_sm_targets_as_numbers(cli):
             for cells in render.matrix_rows(c, name):
                 for w in " ".join(cells).split():
                     assert w in words, (cat, name, w)
-    r = cli("matrix", "llamacpp", env={"COLUMNS": "200"})
+    r = run_tty("matrix", "llamacpp", columns=200)
     lists = re.findall(r"nvidia_gpu \(([^)]*)\)", r.out)  # the row's targets (the CUDA build names its own too)
     assert lists
     for found in lists:

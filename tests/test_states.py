@@ -4,7 +4,7 @@ lemonade-behaviour.md "update_required").  Lemonade's own installs carry no inst
 import json
 import os
 
-from conftest import run_cli
+from conftest import run_cli, run_tty
 from selector.install import states
 
 
@@ -224,7 +224,7 @@ def test_human_status_fits_80_columns_and_names_the_cache_once(tmp_path):
         _write(os.path.join(d, "llama-server"))
     rt = str(cache / "bin" / "therock" / "gfx1151-7.14.0")
     _write(os.path.join(rt, "version.txt"), "7.14.0\n")
-    r = run_cli("status", "--cache-dir", str(cache), env={"COLUMNS": "80"})
+    r = run_tty("status", "--cache-dir", str(cache), columns=80)
     assert r.rc == 0, r.err
     lines = r.out.splitlines()
     assert all(len(line) <= 80 for line in lines), r.out
@@ -245,8 +245,8 @@ def test_names_and_versions_are_shown_as_they_are_at_any_width(tmp_path):
     _write(os.path.join(d, "llama-server"))
     _write(str(cache / "bin" / "therock" / "gfx1151-[red]x[" / "version.txt"), "[bold]7\n")
     for columns in ("200", "80", "30"):
-        r = run_cli("status", "--cache-dir", str(cache), env={"COLUMNS": columns})
-        assert r.rc == 0 and "Traceback" not in r.err and "internal error" not in r.err, r.err
+        r = run_tty("status", "--cache-dir", str(cache), columns=int(columns))
+        assert r.rc == 0 and "Traceback" not in r.out and "internal error" not in r.out, r.out
         words = r.out.split()
         assert "b1[/]" in words and "therock/gfx1151-[red]x[" in words and "[bold]7" in words, r.out
         assert "update_required" in words  # whole: never cut in two
