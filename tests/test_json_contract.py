@@ -33,3 +33,12 @@ def test_check_json_follows_the_documented_schema(cli):
     r = cli("check", "llamacpp", "cpu", "--json")
     jsonschema.validate(r.json(), schema("check"))
     assert r.rc == (0 if r.json()["supported"] else 3)
+
+
+def test_capture_json_is_the_profile_of_what_it_wrote(cli, tmp_path):
+    r = cli("capture", str(tmp_path / "cap"), "--json")
+    assert r.rc == 0, r.err
+    jsonschema.validate(r.json(), schema("profile"))
+    back = cli("--root", str(tmp_path / "cap"), "probe", "--json").json()
+    assert r.json()["cpu"]["arch"] == back["cpu"]["arch"] and r.json()["os"] == back["os"]
+
