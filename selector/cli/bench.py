@@ -172,20 +172,8 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def _spec(catalog: str, recipe: str) -> dict | None:
-    import json
-
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "catalogs", f"{catalog}-bench.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError:
-        return None
-    r = data.get("recipes", {}).get(recipe)
-    return r if isinstance(r, dict) and r.get("parser") == "llama-bench-json" else None
-
-
-def _none_words(catalog: str, recipe: str) -> str:
+def _tool(catalog: str, recipe: str) -> dict | None:
+    """The recipe's entry in catalogs/<catalog>-bench.json, or None."""
     import json
 
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "catalogs", f"{catalog}-bench.json")
@@ -193,8 +181,19 @@ def _none_words(catalog: str, recipe: str) -> str:
         with open(path, encoding="utf-8") as f:
             r = json.load(f).get("recipes", {}).get(recipe)
     except OSError:
-        r = None
-    return r["note"] if isinstance(r, dict) and r.get("note") else "none is known for it"
+        return None
+    return r if isinstance(r, dict) else None
+
+
+def _spec(catalog: str, recipe: str) -> dict | None:
+    """The benchmark tool of the recipe, when it prints what this command reads."""
+    r = _tool(catalog, recipe)
+    return r if r and r.get("parser") == "llama-bench-json" else None
+
+
+def _none_words(catalog: str, recipe: str) -> str:
+    r = _tool(catalog, recipe)
+    return r["note"] if r and r.get("note") else "none is known for it"
 
 
 def _fit(profile, d, path: str, model, ctx: int) -> tuple[str | None, int]:
