@@ -57,8 +57,20 @@ def send(h, body, headers):
 
 
 def no_wait(monkeypatch):
-    slept = []
-    monkeypatch.setattr(download.time, "sleep", slept.append)
+    """Record the waits of this test's own thread instead of sleeping them.  time.sleep is patched
+    for the whole process, so another thread's sleep (a test server still trickling a body to an
+    earlier test) really sleeps and is not taken for one of ours."""
+    import threading
+
+    slept, real, mine = [], time.sleep, threading.current_thread()
+
+    def sleep(seconds):
+        if threading.current_thread() is mine:
+            slept.append(seconds)
+        else:
+            real(seconds)
+
+    monkeypatch.setattr(download.time, "sleep", sleep)
     return slept
 
 
