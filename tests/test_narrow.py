@@ -4,35 +4,17 @@ and command lines that stay one line (to be copied whole)."""
 from __future__ import annotations
 
 import os
-import pty
-import re
 import sys
 
-import pytest
 
-from conftest import machine
+from conftest import machine, run_tty
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STRIX = machine("linux-ubuntu24.04-strix-halo")
 
 
 def on_terminal(*args, columns=60):
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["COLUMNS"] = str(columns)
-        os.environ.pop("PICK_BACKEND_ROOT", None)
-        os.execvp(sys.executable, [sys.executable, "-m", "selector", *args])
-    out = b""
-    while True:
-        try:
-            block = os.read(fd, 65536)
-        except OSError:
-            break
-        if not block:
-            break
-        out += block
-    os.waitpid(pid, 0)
-    return [ANSI.sub("", x) for x in out.decode("utf-8", "replace").replace("\r", "").splitlines()]
+    """The lines a person at a ``columns``-wide terminal sees (conftest.run_tty)."""
+    return run_tty(*args, columns=columns).out.splitlines()
 
 
 def test_the_header_breaks_between_parts_not_before_a_lone_separator():
