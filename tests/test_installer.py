@@ -206,7 +206,7 @@ def test_a_verify_failure_keeps_the_old_install_and_its_code(srv, tmp_path):
     assert r["action"] == "installed"
 
 
-def test_a_read_only_cache_with_the_version_and_leftovers_is_already_installed(srv, tmp_path, monkeypatch):
+def test_a_read_only_cache_with_the_version_and_leftovers_is_already_installed(srv, tmp_path, monkeypatch, capsys):
     """docs/install.md: a read-only cache that holds the pinned version is "already installed",
     even with a crash's leftovers it cannot clean; another version still fails to take the lock."""
     import errno
@@ -220,8 +220,11 @@ def test_a_read_only_cache_with_the_version_and_leftovers_is_already_installed(s
         raise PermissionError(errno.EROFS, "Read-only file system", path)
 
     monkeypatch.setattr(installer, "lock", read_only)
+    capsys.readouterr()
     [r] = installer.install(plan_of(backend()), str(cache), "linux")
     assert r["action"] == "present"
+    # the user is told why the leftover stays (a silent skip would look like a cache never cleaned)
+    assert "the cache is read-only" in capsys.readouterr().err
     with pytest.raises(InstallError) as e:
         installer.install(plan_of(backend(version="b9001")), str(cache), "linux")
     assert str(e.value).startswith("taking the lock failed: Read-only file system")

@@ -220,9 +220,7 @@ def _check_space(todo, cache, from_files) -> None:
             factors.add(factor)
     if not need:
         return
-    p = os.path.join(cache, "bin")
-    while not os.path.isdir(p) and os.path.dirname(p) != p:
-        p = os.path.dirname(p)
+    p = os.path.join(cache, "bin")  # made with the locks, before this check
     with step("checking free space", p):
         free = shutil.disk_usage(p).free
     if free < need:
