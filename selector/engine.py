@@ -231,7 +231,8 @@ class Machine:
                     runs[-1][1].append(g)
                 else:
                     runs.append((key, [g]))
-            self.__dict__[name] = runs
+            # the memo only saves time: without it each row recomputes the same runs
+            self.__dict__[name] = runs  # pragma: no mutate
         return runs
 
     def present_types(self) -> list[str]:
@@ -371,10 +372,11 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
         return (f"{g.name}: {g.gfx_override}={value} asks ROCm to run this {g.gfx} as "
                 f"{parse_override(value) or value}, across a major version, which ROCm refuses "
                 f"(ROCm/rocm-systems#5686)"), None, False
-    if settings.policy != "lemonade":
-        for ex in catalog.exclusions_for(row.backend, "amd_gpu"):
-            if _matches_family(g.gfx, ex.families):
-                return f"{ex.reason} ({g.name}, {g.gfx})", None, False
+    # an exclusion is a hardware fact (CDNA has no Vulkan driver), so it holds under every policy: under
+    # --policy lemonade the order is Lemonade's, and the device named is still the one the build runs on
+    for ex in catalog.exclusions_for(row.backend, "amd_gpu"):
+        if _matches_family(g.gfx, ex.families):
+            return f"{ex.reason} ({g.name}, {g.gfx})", None, False
     token = None
     if fams and eff is None:
         return (f"{g.name}: its gfx target is unknown (not in the tables), so no {row.backend} build can be "

@@ -540,3 +540,31 @@ def test_an_amd_device_carries_its_kfd_unique_id_as_its_uuid():
 
     r = run_cli("--root", machine("linux-ubuntu24.04-radeonvii-w7500-rx6600"), "check", "llamacpp", "rocm", "--json")
     assert r.json()["device"]["uuid"] == "GPU-6cd7a02e6951e9cc"  # the W7500's KFD unique_id, as ROCm prints it
+
+
+def test_an_instinct_gpu_is_never_the_vulkan_device_whatever_the_policy(run):
+    # CDNA has no graphics pipeline: even with RADV installed, a Vulkan build runs on the CPU of an
+    # MI300X host. Under --policy lemonade the backend is Lemonade's (vulkan, its first row), and the
+    # device it names is still the CPU, with the reason
+    prof = profile([amd(0, "gfx942", "AMD Instinct MI300X", 192, device="0x74a1")])
+    prof["amd_gpus"][0]["vulkan_driver"] = "radeon_icd"
+    for policy in ("accelerator-first", "lemonade"):
+        r, doc = run(prof, "llamacpp", "--policy", policy)
+        rec = doc["recipes"]["llamacpp"]
+        vk = next(b for b in rec["backends"] if b["name"] == "vulkan")
+        assert vk["supported"] and vk["device"]["type"] == "cpu", policy
+        why = "AMD Instinct (CDNA) GPUs have no Vulkan driver (AMD Instinct MI300X, gfx942)"
+        assert vk["notes"] == [f"runs on the CPU: {why}"], policy
+        assert [p["reason"] for p in vk["passed_over"]] == [why], policy
+        assert rec["backend"] == ("vulkan" if policy == "lemonade" else "rocm")
+
+
+def test_a_device_is_known_across_runs_by_its_uuid_first():
+    # bench results are stored by device: the UUID survives a card moving slot, the PCI address a
+    # driver that gives no UUID; only a device with neither falls back to its kind and index
+    from selector.engine import Device, device_key
+
+    assert device_key(Device("nvidia_gpu", "sm_89", 1, "RTX 4090", bus_id="0000:01:00.0", uuid="GPU-1")) == "GPU-1"
+    assert device_key(Device("amd_gpu", "gfx1100", 0, "RX 7900 XTX", bus_id="0000:03:00.0")) == "0000:03:00.0"
+    assert device_key(Device("amd_npu", "xdna2", 0, "NPU")) == "amd_npu:0"
+    assert device_key(None) == "cpu"
