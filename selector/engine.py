@@ -368,7 +368,8 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
     A Vulkan build judges the hardware target: HSA_OVERRIDE_GFX_VERSION is ROCm's alone."""
     eff = g.gfx if access == "graphics" else (g.gfx_effective or g.gfx)
     if access != "graphics" and getattr(g, "gfx_override_refused", False):
-        value = m.profile.device_env.get(g.gfx_override, "")
+        # the variable is set (it is what was refused); the default only keeps a hand-made profile printable
+        value = m.profile.device_env.get(g.gfx_override, "")  # pragma: no mutate
         return (f"{g.name}: {g.gfx_override}={value} asks ROCm to run this {g.gfx} as "
                 f"{parse_override(value) or value}, across a major version, which ROCm refuses "
                 f"(ROCm/rocm-systems#5686)"), None, False

@@ -140,3 +140,16 @@ def test_a_trailing_x_family_matches_by_prefix_in_exclusions_and_cpu_entries_too
     assert _matches_family("gfx942", ["gfx94X"]) and _matches_family("gfx942", ["gfx90a", "gfx942"])
     assert not _matches_family("gfx950", ["gfx94X"]) and not _matches_family("gfx94", ["gfx942"])
     assert _matches_family("x86_64", []) and not _matches_family(None, ["x86_64"])
+    # a lone "X" is a family name, not a wildcard for every target
+    assert engine._token("gfx1100", ["X"]) is None and engine._token("X", ["X"]) == "X"
+
+
+@settings(max_examples=100, deadline=None)
+@given(inputs())
+def test_a_pin_of_auto_is_no_pin(args):
+    # "auto" (config.json's "backend": "auto", --backend auto) leaves the choice to the policy
+    prof, s, recipe, installed = args
+    free = engine.decide(prof, LEMONADE, recipe, installed, s)
+    s.backends[recipe] = "auto"
+    auto = engine.decide(prof, LEMONADE, recipe, installed, s)
+    assert not auto.pinned and (auto.backend, auto.reason) == (free.backend, free.reason)

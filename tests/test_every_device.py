@@ -568,3 +568,15 @@ def test_a_device_is_known_across_runs_by_its_uuid_first():
     assert device_key(Device("amd_gpu", "gfx1100", 0, "RX 7900 XTX", bus_id="0000:03:00.0")) == "0000:03:00.0"
     assert device_key(Device("amd_npu", "xdna2", 0, "NPU")) == "amd_npu:0"
     assert device_key(None) == "cpu"
+
+
+def test_a_system_llama_server_is_not_said_to_run_on_the_cpu(run):
+    # the llama-server on PATH is whatever build the user put there (it may well use the GPU): its row
+    # is judged on the CPU entry, and the pick does not claim "runs on the CPU here" for it
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, device="0x744c")],
+                   executables={"llama-server": "/usr/local/bin/llama-server"})
+    r, doc = run(prof, "llamacpp", "--backend", "system")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["backend"] == "system" and rec["state"] == "installed" and rec["warnings"] == []
+    r, doc = run(prof, "llamacpp", "--backend", "cpu")  # the CPU build says nothing either: it is the CPU
+    assert not any("runs on the CPU here" in w for w in doc["recipes"]["llamacpp"]["warnings"])
