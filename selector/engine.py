@@ -223,10 +223,8 @@ class Machine:
         if runs is None:
             runs = []
             for g in (self.graphics["amd_gpu"] if graphics else self.amd_all):
-                key = (g.gfx, g.gfx_effective or g.gfx, g.name, getattr(g, "usable_compute", True),
-                       getattr(g, "usable_graphics", True), getattr(g, "cwsr", None), getattr(g, "access_fix", None),
-                       getattr(g, "gfx_override_refused", False), getattr(g, "vulkan_driver", None),
-                       getattr(g, "vulkan_visible", True), g.visible)
+                key = (g.gfx, g.gfx_effective or g.gfx, g.name, g.usable_compute, g.usable_graphics, g.cwsr,
+                       g.access_fix, g.gfx_override_refused, g.vulkan_driver, g.vulkan_visible, g.visible)
                 if runs and runs[-1][0] == key:
                     runs[-1][1].append(g)
                 else:

@@ -580,3 +580,16 @@ def test_a_system_llama_server_is_not_said_to_run_on_the_cpu(run):
     assert rec["backend"] == "system" and rec["state"] == "installed" and rec["warnings"] == []
     r, doc = run(prof, "llamacpp", "--backend", "cpu")  # the CPU build says nothing either: it is the CPU
     assert not any("runs on the CPU here" in w for w in doc["recipes"]["llamacpp"]["warnings"])
+
+
+def test_a_row_that_lists_the_cpu_before_nvidia_still_runs_on_the_nvidia_gpu():
+    # Lemonade's sd-cpp vulkan row lists amd_gpu, cpu, nvidia_gpu in that order: the CPU entry is
+    # the fallback whatever its place, so on a GTX 1080 the build runs on the GPU, and the row lists
+    # NVIDIA GPUs, so no "lists this build for ..." note is owed (a GTX 1080: no other GPU to find first)
+    from conftest import machine, run_cli
+
+    rec = run_cli("--root", machine("linux-debian12-gtx1080"), "sd-cpp", "--backend", "vulkan",
+                  "--json").json()["recipes"]["sd-cpp"]
+    assert rec["device"]["type"] == "nvidia_gpu" and rec["device"]["name"] == "NVIDIA GeForce GTX 1080"
+    vk = next(b for b in rec["backends"] if b["name"] == "vulkan")
+    assert not any("lists this build for" in n for n in vk["notes"])
