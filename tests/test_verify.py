@@ -544,3 +544,52 @@ def test_sigterm_during_verify_ends_the_builds_whole_process_group(tmp_path):
                "time.sleep(600)\n")
     rc, pid = terminate_when_started(["verify", "llamacpp", "--root", STRIX, "--cache-dir", str(tmp_path)], child)
     assert rc == 130 and gone(pid)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="LD_LIBRARY_PATH is the loader's path on Linux")
+def test_the_device_check_environment_keeps_the_users_library_path_behind_the_builds():
+    # the build's own directory first (its libggml), then whatever the user's loader path held; no
+    # proxies (the check talks to nothing) and no LLAMA_ARG_* (they would change the server's flags);
+    # the pick's device pinning on top
+    base = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/rocm/lib", "HTTPS_PROXY": "http://p:3128",
+            "no_proxy": "localhost", "LLAMA_ARG_N_GPU_LAYERS": "0", "HOME": "/home/u"}
+    env = V.clean_env(base, {"HIP_VISIBLE_DEVICES": "1"}, ["/c/bin/llamacpp/rocm"])
+    assert env == {"PATH": "/usr/bin", "HOME": "/home/u", "HIP_VISIBLE_DEVICES": "1",
+                   "LD_LIBRARY_PATH": "/c/bin/llamacpp/rocm" + os.pathsep + "/opt/rocm/lib"}
+    # no build directory to add: the loader path is left as the user had it, and not made up when unset
+    assert V.clean_env(base)["LD_LIBRARY_PATH"] == "/opt/rocm/lib"
+    assert "LD_LIBRARY_PATH" not in V.clean_env({"PATH": "/usr/bin"})
+    assert V.clean_env({}, lib_dirs=["/a", "/b"])["LD_LIBRARY_PATH"] == "/a" + os.pathsep + "/b"
+
+
+def test_a_build_that_cannot_start_or_prints_bytes_that_are_not_utf8_still_gets_a_readable_result():
+    import sys
+
+    r = V.run([os.path.join(os.sep, "nonexistent", "llama-server"), "--list-devices"], dict(os.environ), 5)
+    assert r["start_error"].endswith("llama-server: not found (No such file or directory)")
+    assert (r["status"], r["stdout"], r["stderr"], r["timed_out"]) == (None, "", "", False)
+    # a driver's message in a legacy code page: shown with replacement characters, never a crash
+    r = V.run([sys.executable, "-c", "import os; os.write(1, b'Vulkan0: \\xe9 GPU\\n'); os.write(2, b'err \\xff\\n')"],
+              dict(os.environ), 30)
+    assert r["status"] == 0 and r["stdout"] == "Vulkan0: \ufffd GPU\n" and r["stderr"] == "err \ufffd\n"
+    # seconds to the millisecond, as docs/json.md shows them
+    assert r["seconds"] == round(r["seconds"], 3)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="process groups are POSIX")
+def test_a_build_whose_group_cannot_be_signalled_is_still_killed_on_timeout(tmp_path, monkeypatch):
+    # killpg can be refused (a build that made itself a setuid helper's group leader): the build itself
+    # is still killed, so a hung GPU start never outlives the check
+    import sys
+
+    from test_bench import gone
+
+    def refused(pgid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(V.os, "killpg", refused)
+    pid_file = tmp_path / "pid"
+    r = V.run([sys.executable, "-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+               "time.sleep(600)"], dict(os.environ), 3)
+    assert r["timed_out"] and r["status"] is None
+    assert gone(int(pid_file.read_text()))
