@@ -29,8 +29,9 @@ MACHINES = os.path.join(ROOT, "fixtures", "machines")
 PY = sys.executable
 EXE = [PY, "-m", "selector"]
 # A user's `pip install` byte-compiles the package; PYTHONDONTWRITEBYTECODE (set on some CI and
-# sandbox machines) would make every run recompile every module instead.  Measure what users get.
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+# sandbox machines) would make every run recompile every module instead, and PYTHONUNBUFFERED (set
+# there too) would make every printed line its own write.  Measure what users get.
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")}
 
 
 def compile_package():

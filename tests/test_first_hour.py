@@ -620,3 +620,40 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly_with_0(arg
     err = p.communicate(timeout=60)[1].decode()
     assert p.returncode == 0, err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def _console_script(tmp_path, body: str, *args):
+    """Run ``body`` then the console script's main() in a fresh interpreter, as `pick-backend ARGS`."""
+    import subprocess
+
+    code = (f"import sys\n{body}\nsys.argv = ['pick-backend', *{list(args)!r}]\n"
+            "from selector.cli import main\nmain()\n")
+    # buffered, as a user's pipe is (PYTHONUNBUFFERED, set on some CI machines, would hide a lost buffer)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND") and k != "PYTHONUNBUFFERED"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=tmp_path)
+
+
+def test_the_quick_exit_still_runs_exit_handlers_and_keeps_every_byte_and_the_code(tmp_path):
+    # the console script skips the interpreter's teardown: what a user or tool relies on at exit stays
+    # (atexit handlers: coverage, temporary directories; the whole of a large output; the exit code)
+    from conftest import machine
+
+    mark = tmp_path / "atexit-ran"
+    hook = f"import atexit\natexit.register(lambda: open({str(mark)!r}, 'w').write('ran'))"
+    r = _console_script(tmp_path, hook, "--root", machine("linux-ubuntu24.04-strix-halo"), "matrix", "--json")
+    assert r.returncode == 0 and mark.read_text() == "ran"
+    assert json.loads(r.stdout)["catalog"] == "lemonade"  # 16 KB, every byte flushed
+    mark.unlink()
+    r = _console_script(tmp_path, hook, "no-such-recipe", "--json")  # an error: its JSON still reaches stdout
+    assert r.returncode == 2 and "unknown recipe" in r.stderr and mark.read_text() == "ran"
+    assert json.loads(r.stdout)["exit"] == 2
+
+
+def test_a_thread_still_running_at_the_end_is_waited_for(tmp_path):
+    # the quick exit would cut a running thread short: with one alive, the usual exit joins it first
+    done = tmp_path / "thread-done"
+    body = ("import threading, time\n"
+            f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(done)!r}, 'w').write('done'))).start()")
+    r = _console_script(tmp_path, body, "recipes")
+    assert r.returncode == 0 and done.read_text() == "done"
