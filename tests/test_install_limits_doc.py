@@ -46,3 +46,16 @@ def test_each_limit_follows_its_variable():
     lim, caps = Limits.from_env(env), Caps.from_env(env)
     assert (lim.connect, lim.read, lim.deadline, lim.min_speed, lim.speed_window, lim.max_download) == (2, 3, 4, 5, 6, 7)
     assert (caps.max_bytes, caps.max_entries) == (8, 9)
+
+
+def test_the_fixed_limits_are_the_documented_ones():
+    # the rows with no variable: the API answer cap, the path depth, cargo's ratio rule, the attempts
+    from selector.install import download, unpack
+
+    t = _table()
+    assert download.MAX_API_BODY == _bytes(t["one releases API answer (decoded)"])
+    assert unpack.MAX_DEPTH == int(t["parts of one entry's path (`a/b/c` is 3)"].split(";")[0])
+    ratio = next(v for k, v in t.items() if k.startswith("declared unpacked size against the archive's size"))
+    n, floor = re.match(r"max\((\d+) x the archive, ([\d,]+ \w+)\)", ratio).groups()
+    assert (unpack.RATIO, unpack.RATIO_FLOOR) == (int(n), _bytes(floor))
+    assert download.ATTEMPTS == int(t["attempts without progress"])
