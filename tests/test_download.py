@@ -699,3 +699,55 @@ def test_an_api_400_is_final_and_named(srv):
     with pytest.raises(DownloadError) as e:
         download.get_json(requests.Session(), srv.url + "/x", "release b1")
     assert str(e.value) == f"HTTP 400 from {srv.url}/x" and len(srv.log) == 1
+
+
+def test_drops_that_make_progress_end_at_the_try_limit_with_no_wait_after_the_last(srv, tmp_path, monkeypatch):
+    # each drop gains bytes, so no attempt is used up: MAX_TRIES ends it, every announced retry is made,
+    # and nothing is waited after the last try
+    slept = no_wait(monkeypatch)
+    monkeypatch.setattr(download, "MAX_TRIES", 3)
+    srv.script["/f"] = [("drop", 1000), ("drop", 1000), ("drop", 1000)]
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA))
+    assert "failed after 3 attempts (connection dropped after" in str(e.value)
+    assert len(srv.log) == 3 and len(slept) == 2
+
+
+def test_a_body_cut_short_every_time_ends_at_the_try_limit_with_no_wait_after_the_last(srv, tmp_path, monkeypatch):
+    # a server that ends each answer cleanly 100 bytes in (its own Content-Length says so) while the
+    # release declares 16 KiB: each try gains 100 bytes, the range goes on, and the try limit ends it
+    slept = no_wait(monkeypatch)
+    monkeypatch.setattr(download, "MAX_TRIES", 3)
+
+    def short(h):
+        start = int((h.headers.get("Range") or "bytes=0-")[6:].rstrip("-"))
+        h.send_response(206 if start else 200)
+        if start:
+            h.send_header("Content-Range", f"bytes {start}-{start + 99}/{len(DATA)}")
+        h.send_header("Content-Length", "100")
+        h.end_headers()
+        h.wfile.write(DATA[start:start + 100])
+
+    srv.handle = short
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), len(DATA))
+    assert f"failed after 3 attempts (connection closed after 300 of {len(DATA)} bytes)" in str(e.value)
+    assert [r for _, r in srv.log] == [None, "bytes=100-", "bytes=200-"] and len(slept) == 2
+
+
+def test_an_api_connection_reset_is_retried(srv, monkeypatch):
+    # a reset before any answer (a proxy restarting) is not final: the next attempt gets the release
+    slept = no_wait(monkeypatch)
+    srv.files["/x"] = b'{"assets": []}'
+    answer, calls = srv.handle, []
+
+    def reset_once(h):  # the connection closes before a status line: requests' ConnectionError
+        calls.append(h.path)
+        if len(calls) == 1:
+            h.close_connection = True
+            return
+        answer(h)
+
+    srv.handle = reset_once
+    assert download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3) == {"assets": []}
+    assert len(calls) == 2 and slept == [1]
