@@ -751,3 +751,8 @@ def test_an_api_connection_reset_is_retried(srv, monkeypatch):
     srv.handle = reset_once
     assert download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=3) == {"assets": []}
     assert len(calls) == 2 and slept == [1]
+    # reset on every attempt: the error names the last failure
+    srv.handle = lambda h: (calls.append(h.path), setattr(h, "close_connection", True))
+    with pytest.raises(DownloadError) as e:
+        download.get_json(requests.Session(), srv.url + "/x", "release b1", attempts=2)
+    assert str(e.value) == f"release b1: giving up after 2 attempts (cannot reach {srv.url}/x: ConnectionError)"

@@ -593,3 +593,15 @@ def test_a_row_that_lists_the_cpu_before_nvidia_still_runs_on_the_nvidia_gpu():
     assert rec["device"]["type"] == "nvidia_gpu" and rec["device"]["name"] == "NVIDIA GeForce GTX 1080"
     vk = next(b for b in rec["backends"] if b["name"] == "vulkan")
     assert not any("lists this build for" in n for n in vk["notes"])
+
+
+def test_an_apus_gtt_counts_in_the_memory_the_device_order_compares():
+    # a Strix Halo's 512 MiB carve-out is not what an engine can use: its GTT is (probes/memory.py),
+    # and the order among integrated GPUs of different vendors compares that
+    from probes.profile import AmdGpu
+    from selector.engine import Device, _usable
+
+    apu = AmdGpu(gfx="gfx1151", integrated=True, vram_bytes=512 << 20, gtt_bytes=64 << 30)
+    dev = Device("amd_gpu", "gfx1151", 0, "Strix Halo", memory_bytes=512 << 20, gpu=apu)
+    assert _usable(dev) == (512 << 20) + (64 << 30)
+    assert _usable(Device("nvidia_gpu", "sm_89", 0, "RTX 4090", memory_bytes=24 << 30)) == 24 << 30
