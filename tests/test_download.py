@@ -250,12 +250,19 @@ def test_a_length_over_the_download_cap_is_refused_before_reading(srv, tmp_path)
 
 
 def test_without_a_length_the_cap_stops_the_reading(srv, tmp_path):
-    srv.script["/f"] = [("endless",)]
+    srv.script["/f"] = [("endless",), ("endless",)]
     with pytest.raises(DownloadError) as e:
         download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "p"), None,
                        limits=Limits(max_download=300_000))
     assert "more than the download cap of 300000 bytes" in str(e.value)
     assert os.path.getsize(tmp_path / "p") <= 300_000
+    # a cap of several blocks is counted across them (not one block at a time); the deadline only
+    # bounds this test should the count be lost
+    with pytest.raises(DownloadError) as e:
+        download.fetch(requests.Session(), srv.url + "/f", str(tmp_path / "q"), None,
+                       limits=Limits(max_download=4 * download.CHUNK, deadline=30))
+    assert f"more than the download cap of {4 * download.CHUNK} bytes" in str(e.value)
+    assert 3 * download.CHUNK < os.path.getsize(tmp_path / "q") <= 4 * download.CHUNK
 
 
 def test_a_closed_connection_short_of_the_size_is_retried_and_counted(srv, tmp_path, monkeypatch):
