@@ -216,10 +216,12 @@ def _leave(code) -> None:
     directory's finalizer), stdout and stderr are flushed, and then the interpreter's teardown,
     which frees every module rich and click loaded one object at a time (about 10 ms, a tenth of
     a pick), is skipped.  Nothing is lost by it: files are written and closed by the time a command
-    returns, and with any other thread still running the usual exit joins it."""
+    returns, and with a non-daemon thread still running the usual exit joins it (a daemon thread, such
+    as an NVML query that hung, is dropped either way)."""
     import threading
 
-    if threading.active_count() > 1:
+    me = threading.current_thread()
+    if any(t is not me and t.is_alive() and not t.daemon for t in threading.enumerate()):
         raise SystemExit(code)
     if code is None:
         code = 0
