@@ -664,3 +664,39 @@ def test_status_and_install_step_past_a_deep_leftover(tmp_path, cli):
     r = cli("status", "--json", "--cache-dir", str(tmp_path), "--root", machine("linux-ubuntu24.04-strix-halo"))
     assert r.rc == 0, r.err
     assert not leftover.exists()
+
+
+def test_a_link_already_in_the_tree_is_never_followed(tmp_path, writer):
+    # whatever put it there, a link inside the tree is not a directory to write through
+    root, outside = tmp_path / "staging", tmp_path / "outside"
+    (root / "a").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(outside, root / "a" / "lib")
+    t = unpack.Tree(str(root), "llama.zip")
+    with pytest.raises(ArchiveError) as e:
+        t.file("a/lib/libggml.so", io.BytesIO(b"x"), 1, 0o644)
+    assert str(e.value) == "llama.zip: refusing a/lib/libggml.so: a/lib is a link"
+    assert os.listdir(outside) == []
+
+
+def test_doubled_and_dot_separators_name_the_same_file():
+    # archivers on Windows write "bin//llama-server.exe" or "./bin/x": the same file, and the depth
+    # cap counts real parts only
+    assert unpack._check_name("llama-b1//bin///llama-server", "a.zip") == "llama-b1/bin/llama-server"
+    assert unpack._check_name("./bin/./x", "a.zip") == "bin/x"
+    deep = "/".join(["d"] * unpack.MAX_DEPTH)
+    assert unpack._check_name(deep.replace("/", "//"), "a.zip") == deep
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts this process's descriptors in /proc")
+def test_hard_links_leave_no_descriptor_open(tmp_path, writer):
+    # each hard link is copied from its target through a descriptor; a leak of one per link would end
+    # a large build's unpacking in "Too many open files"
+    entries = [("bin/libggml.so", b"\x7fELF" + b"x" * 100)] + [(f"bin/libggml.so.{i}", ("hard", "bin/libggml.so"))
+                                                               for i in range(50)]
+    archive = tmp_path / "b.tar.gz"
+    archive.write_bytes(tar_of(entries))
+    before = len(os.listdir("/proc/self/fd"))
+    unpack.extract(str(archive), str(tmp_path / "s"))
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert (tmp_path / "s" / "bin" / "libggml.so.49").read_bytes().startswith(b"\x7fELF")
