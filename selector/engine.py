@@ -890,14 +890,9 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
         if settings.policy != "lemonade":
             lem_settings = Settings(settings.channel, settings.prefer_system, "lemonade",
                                     prefer_system_by_recipe=settings.prefer_system_by_recipe)
-            # Lemonade's rule lets Vulkan match any AMD GPU: its verdicts differ only where an
-            # exclusion applies
-            backends = recipe.backends
-            excluded = any(
-                ex.device_type == "amd_gpu" and ex.backend in backends and _matches_family(gpus[0].gfx, ex.families)
-                for ex in catalog.exclusions for _, gpus in m.amd_runs())
-            lem = verdicts(m, catalog, recipe, lem_settings, installed, pins, channel) if excluded else vs
-            other, _ = choose(lem, recipe, lem_settings)
+            # the verdicts are the same under every policy (an exclusion is a hardware fact): only the
+            # choice among them is Lemonade's
+            other, _ = choose(vs, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
                 if other.name == "system" and not system_preferred(recipe, settings):
                     notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
