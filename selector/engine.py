@@ -535,7 +535,7 @@ def _type_example(m: Machine, t: str) -> str:
     if t == "metal":
         return f"{TYPE_WORDS[t]}"
     g = m.by_type[t][0]
-    return f"{TYPE_WORDS[t]}: {g.name}" if getattr(g, "name", "") else TYPE_WORDS[t]
+    return f"{TYPE_WORDS[t]}: {g.name}" if g.name else TYPE_WORDS[t]  # every device record has a name (maybe empty)
 
 
 def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: str, fams, settings: Settings,
@@ -895,9 +895,15 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
             other, _ = choose(vs, recipe, lem_settings)
             if chosen is not None and other is not None and other.name != chosen.name:
                 if other.name == "system" and not system_preferred(recipe, settings):
+                    # --prefer-system only allows the system build: accelerator-first still puts a GPU
+                    # build before it, so the flag is named only where it would choose system
+                    allowed = Settings(settings.channel, True, settings.policy,
+                                       prefer_system_by_recipe={**settings.prefer_system_by_recipe, recipe_name: True})
+                    with_flag = choose(vs, recipe, allowed)[0]
+                    flags = "--prefer-system or --backend system" if with_flag is not None and \
+                        with_flag.name == "system" else "--backend system"
                     notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
-                                 f"{recipe_name}); prefer_system is off outside --policy lemonade: --prefer-system "
-                                 f"or --backend system chooses it")
+                                 f"{recipe_name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
                 else:
                     notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
                                  f"row; accelerator-first prefers {chosen.name} on the "

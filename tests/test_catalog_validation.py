@@ -328,3 +328,17 @@ def test_every_accelerator_type_is_preferred_to_the_cpu(dtype, name):
     ]}}}
     d = engine.decide(profile_of(name), catalog.parse(data), "r")
     assert d.backend == "on-acc" and d.device.type == dtype
+
+
+def test_rows_of_one_backend_per_arch_give_the_row_that_fits_this_machine():
+    # a catalog may give one backend a row per OS or per CPU arch (different assets): the row that
+    # fits this machine decides, whichever comes first, and a later row that does not fit changes nothing
+    from conftest import profile_of
+    from selector import engine
+
+    x86, arm = {"cpu": ["x86_64"]}, {"cpu": ["arm64"]}
+    for rows in ([x86, arm], [arm, x86]):
+        data = {"schema_version": 1, "name": "t", "recipes": {"r": {"rows": [
+            {"backend": "cpu", "os": ["linux"], "devices": devs} for devs in rows]}}}
+        d = engine.decide(profile_of(CPU_VM), catalog.parse(data), "r")
+        assert d.backend == "cpu" and d.ok and d.device.family == "x86_64", rows

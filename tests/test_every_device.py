@@ -605,3 +605,24 @@ def test_an_apus_gtt_counts_in_the_memory_the_device_order_compares():
     dev = Device("amd_gpu", "gfx1151", 0, "Strix Halo", memory_bytes=512 << 20, gpu=apu)
     assert _usable(dev) == (512 << 20) + (64 << 30)
     assert _usable(Device("nvidia_gpu", "sm_89", 0, "RTX 4090", memory_bytes=24 << 30)) == 24 << 30
+
+
+def test_the_system_note_names_prefer_system_only_where_it_would_choose_system(run):
+    # --prefer-system allows the llama-server on PATH; under accelerator-first a GPU build still comes
+    # first. On a Pi 5 (Vulkan on the CPU) the flag picks system; beside an RX 7900 XTX it would not,
+    # so the note names only --backend system there
+    from conftest import machine, run_cli
+
+    pi = run_cli("--root", machine("linux-raspberrypi-pi5-arm64"), "llamacpp", "--json").json()["recipes"]["llamacpp"]
+    assert pi["backend"] == "vulkan" and pi["notes"] == [
+        "--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for llamacpp); prefer_system "
+        "is off outside --policy lemonade: --prefer-system or --backend system chooses it"]
+    assert run_cli("--root", machine("linux-raspberrypi-pi5-arm64"), "llamacpp", "--prefer-system",
+                   "--json").json()["recipes"]["llamacpp"]["backend"] == "system"
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, device="0x744c")],
+                   executables={"llama-server": "/usr/local/bin/llama-server"})
+    rec = run(prof, "llamacpp")[1]["recipes"]["llamacpp"]
+    assert rec["backend"] == "vulkan" and rec["notes"] == [
+        "--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for llamacpp); prefer_system "
+        "is off outside --policy lemonade: --backend system chooses it"]
+    assert run(prof, "llamacpp", "--prefer-system")[1]["recipes"]["llamacpp"]["backend"] == "vulkan"
