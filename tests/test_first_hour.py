@@ -657,3 +657,27 @@ def test_a_thread_still_running_at_the_end_is_waited_for(tmp_path):
             f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(done)!r}, 'w').write('done'))).start()")
     r = _console_script(tmp_path, body, "recipes")
     assert r.returncode == 0 and done.read_text() == "done"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full: a device that is always full")
+@pytest.mark.parametrize("args", [["llamacpp"], ["llamacpp", "--json"], ["matrix", "--json"],
+                                  ["uninstall", "llamacpp", "vulkan", "--json", "--cache-dir", "{tmp}"]])
+@pytest.mark.parametrize("buffered", [True, False])
+def test_output_to_a_full_disk_is_exit_4_with_one_line_not_a_traceback(args, buffered, tmp_path):
+    # (uninstall ends with its own sys.exit(0): its output is flushed on the way out, and checked there)
+    # `pick-backend ... > file` on a full disk: the output is lost, so the command says so and fails
+    # with "a destination cannot be written"; never exit 0 (a truncated file taken for a whole one)
+    import subprocess
+
+    from conftest import machine
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND") and k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+        root = [] if args[0] == "uninstall" else ["--root", machine("linux-ubuntu24.04-strix-halo")]
+        r = subprocess.run([sys.executable, "-m", "selector", *root, *args],
+                           stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert r.stderr == "pick-backend: writing the output failed: No space left on device\n"

@@ -7,13 +7,18 @@ starts fast; this module holds the router, the group and the one exit path.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 import click
 
 from probes.host import InputError
-from selector.cli.core import EXIT_INPUT, EXIT_USAGE, VALUE_OPTS, Fail, _catalog_names, match_name, printable
+from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_USAGE, VALUE_OPTS, Fail, _catalog_names, match_name, printable
+
+# standard output that cannot take what is written (`> file` on a full disk or over a quota, a
+# failing device): exit 4, "a destination cannot be written"; these errors carry no file name
+_OUTPUT_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO") if hasattr(errno, n)}
 
 # command name -> "module:function", imported on first use
 LAZY: dict[str, str] = {
@@ -195,9 +200,16 @@ def _fail(code: int, message: str, as_json: bool) -> None:
     if as_json:
         import json
 
-        sys.stdout.write(json.dumps({"error": message, "exit": code}) + "\n")
+        try:
+            sys.stdout.write(json.dumps({"error": message, "exit": code}) + "\n")
+        except OSError:  # standard output is what failed: stderr still says why
+            pass
     click.echo(f"pick-backend: {message}", err=True)
     sys.exit(code)
+
+
+def _output_failed(e: OSError) -> None:
+    _fail(EXIT_INSTALL, f"writing the output failed: {e.strerror or e}", False)
 
 
 def main(argv=None):
@@ -231,11 +243,18 @@ def _leave(code) -> None:
     import atexit
 
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader that left (| head -1): what it did not read is gone
-            pass
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # a reader that left (| head -1): what it did not read is gone
+        pass
+    except (OSError, ValueError) as e:  # an error message that could not be written either
+        if not code:
+            sys.stderr.write(f"pick-backend: writing the output failed: {getattr(e, 'strerror', None) or e}\n")
+            code = EXIT_INSTALL
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     os._exit(code)
 
 
@@ -270,6 +289,8 @@ def _main(argv):
     except BrokenPipeError:
         _reader_left()
     except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
+        if e.filename is None and e.errno in _OUTPUT_ERRNOS:
+            _output_failed(e)
         where = printable(e.filename or "?")
         _fail(EXIT_INPUT, f"{where}: {e.strerror or e}", as_json)
     except Exception as e:  # ProfileError and the like carry their own exit codes
@@ -284,6 +305,8 @@ def _main(argv):
         sys.stdout.flush()  # what is still buffered: a reader that left shows here, not at exit
     except BrokenPipeError:
         _reader_left()
+    except OSError as e:
+        _output_failed(e)
     sys.exit(0)
 
 
