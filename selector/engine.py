@@ -549,8 +549,6 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
         if m.metal:
             return [Device("metal", "metal", 0, m.profile.metal.chip)], [], [], []
         return [], [], [m.profile.metal.note or "Requires an Apple Silicon GPU (Metal)"], []
-    if dtype not in m.by_type:
-        return [], [], [f"unknown device type {dtype}"], []
     if not _devices_of(m, dtype, access):
         return [], [], [_absent_reason(m, row, dtype, fams)], []
     if dtype == "amd_gpu":

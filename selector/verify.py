@@ -328,7 +328,9 @@ def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> di
     {status, stdout, stderr, timed_out, start_error, seconds}."""
     t0 = time.monotonic()
     out = {"status": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None}
-    kw = {"start_new_session": True} if os.name != "nt" else {}
+    # its own process group, so that a timeout or Ctrl-C ends whatever the build started (POSIX; the
+    # os.name test reads the same on every host this runs tests on)
+    kw = {"start_new_session": True} if os.name != "nt" else {}  # pragma: no mutate
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=env, cwd=cwd, **kw)
