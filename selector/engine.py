@@ -472,8 +472,9 @@ def _judge_nvidia(m: Machine, row: Row, fams, access: str = "compute"):
         if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
             why = f"{g.name}: the NVIDIA driver is not loaded, so {backend} cannot run on it"
         elif fams and g.sm is None:
-            why = (f"{g.name}: compute capability unknown without the NVIDIA driver "
-                   f"({backend} needs {describe_families(fams)})")
+            # the driver is loaded (the branch above), NVML did not answer: `probe` says why
+            why = (f"{g.name}: its compute capability is unknown (NVML did not answer), so no {backend} build can "
+                   f"be matched to it ({backend} needs {describe_families(fams)})")
         elif fams and _token(g.sm, fams) is None:
             why = _family_reason(row, g.sm, g.name) or \
                 f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})"
@@ -763,7 +764,8 @@ def _shown(row: Row) -> dict:
     """The row's display fields (install command, env), computed once per catalog row."""
     shown = row.__dict__.get("_shown")
     if shown is None:
-        shown = row.__dict__["_shown"] = {k: row.extra[k] for k in DISPLAY_FIELDS if k in row.extra}
+        # a memo: under another key it is only recomputed
+        shown = row.__dict__["_shown"] = {k: row.extra[k] for k in DISPLAY_FIELDS if k in row.extra}  # pragma: no mutate
     return shown
 
 

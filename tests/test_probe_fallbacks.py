@@ -786,3 +786,21 @@ def test_hip_reading_cuda_visible_devices_is_said(tmp_path):
                for m in warnings(p, "amd_gpu"))
     p = three_gpus(tmp_path / "b", {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"})
     assert not any("also selects AMD GPUs" in m for m in warnings(p, "amd_gpu"))
+
+
+def test_a_loaded_driver_without_its_nvml_library_is_named_so_and_cuda_cannot_be_matched(tmp_path, cli):
+    # a container given /dev/nvidia* but not the driver's user-space libraries: the kernel module is
+    # loaded (its /proc version), NVML cannot be opened; "no driver installed" would be false, and
+    # without NVML the compute capability (so the CUDA build) is unknown
+    c = Capture(tmp_path / "m", nvml={"error": "LibraryNotFound"})
+    c.pci("0000:01:00.0", "0x10de", "0x2684", "0x030000", revision="0xa1", driver="nvidia")
+    c.file("proc/driver/nvidia/version",
+           "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n")
+    p = c.profile()
+    (w,) = warnings(p, "nvidia")
+    assert "the NVIDIA kernel driver 550.54.14 is loaded but its NVML library (libnvidia-ml.so.1) is not found" in w
+    assert "until NVML answers" in w and "install the NVIDIA driver" not in w and "no NVIDIA driver" not in w
+    r = cli("--root", c.root, "check", "llamacpp", "cuda", "--json")
+    assert r.rc == 3
+    assert "its compute capability is unknown (NVML did not answer), so no cuda build can be matched to it" \
+        in r.json()["reason"]

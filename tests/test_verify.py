@@ -594,3 +594,36 @@ def test_a_build_whose_group_cannot_be_signalled_is_still_killed_on_timeout(tmp_
                "time.sleep(600)"], dict(os.environ), 3)
     assert r["timed_out"] and r["status"] is None
     assert gone(int(pid_file.read_text()))
+
+
+@pytest.mark.skipif(os.name == "nt", reason="execute permission bits are POSIX")
+def test_a_build_without_execute_permission_is_named_as_such(tmp_path):
+    exe = tmp_path / "llama-server"
+    exe.write_text("#!/bin/sh\necho hi\n")
+    exe.chmod(0o644)  # unpacked by a tool that dropped the mode bits
+    r = V.run([str(exe), "--list-devices"], dict(os.environ), 5)
+    assert r["start_error"] == f"{exe}: cannot be executed: Permission denied"
+    assert r["status"] is None and r["stdout"] == "" and 0 <= r["seconds"] < 5
+    assert r["seconds"] == round(r["seconds"], 3)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="sessions and process groups are POSIX")
+def test_a_timeout_returns_even_when_an_escaped_helper_keeps_the_output_open(tmp_path):
+    # a build that started a helper in its own session (out of the build's group, so the group kill
+    # misses it) which holds stdout: the check still ends, a few seconds after the timeout, with no output
+    import signal
+    import sys
+    import time
+
+    pid_file = tmp_path / "helper.pid"
+    helper = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    build = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {helper!r}], start_new_session=True); "
+             "time.sleep(60)")
+    t0 = time.monotonic()
+    try:
+        r = V.run([sys.executable, "-c", build], dict(os.environ), 1)
+        assert r["timed_out"] and r["status"] is None and (r["stdout"], r["stderr"]) == ("", "")
+        assert time.monotonic() - t0 < 20
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

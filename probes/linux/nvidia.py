@@ -220,6 +220,8 @@ def probe(host, profile) -> None:
         words = describe_nvml_error(error)
         cards = [d for d in pci.scan(host) if d.vendor == "0x10de" and d.is_display]
         driver = _driver_version_from_proc(host)
+        if error == "LibraryNotFound" and driver is not None:  # the kernel side is there: only NVML is missing
+            words = f"the NVIDIA kernel driver {driver} is loaded but its NVML library (libnvidia-ml.so.1) is not found"
         for d in cards:
             name = None
             info = host.read(f"/proc/driver/nvidia/gpus/{d.bus_id}/information")
@@ -244,8 +246,10 @@ def probe(host, profile) -> None:
                 gpu.access_fix = "install the NVIDIA driver, then run again"
             profile.warn(
                 "nvidia",
-                f"{name} at {d.bus_id}: {words}; CUDA backends cannot be judged without the driver "
-                "(install the NVIDIA driver, then run again)",
+                f"{name} at {d.bus_id}: {words}; " + (
+                    "CUDA backends cannot be judged until NVML answers (its compute capability is unknown)"
+                    if gpu.driver_loaded else
+                    "CUDA backends cannot be judged without the driver (install the NVIDIA driver, then run again)"),
             )
         compat = compatible_strings(host)
         board = tables.jetson_board(compat)
