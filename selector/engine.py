@@ -294,9 +294,9 @@ def _token(value: str, families) -> str | None:
 
 def _access_reason(g, backend: str, access: str) -> str:
     if access == "graphics":
-        if not getattr(g, "vulkan_driver", None):
+        if not g.vulkan_driver:  # every GPU record has both fields (probes/profile.py)
             return f"{g.name}: no Vulkan driver for it is installed, so {backend} cannot use it ({vulkan_fix(g)})"
-        if not getattr(g, "vulkan_visible", True):
+        if not g.vulkan_visible:
             return f"{g.name}: GGML_VK_VISIBLE_DEVICES hides it from llama.cpp's Vulkan backend"
         if getattr(g, "usable_graphics", getattr(g, "usable", True)):
             return ""
