@@ -183,6 +183,7 @@ def records(cache: str, bad: list | None = None) -> list[dict]:
 def _valid(r: dict) -> bool:
     dev, model = r.get("device"), r.get("model")
     if not (isinstance(r.get("recipe"), str) and isinstance(r.get("backend"), str) and isinstance(r.get("test"), str)
+            and isinstance(r.get("dir"), str) and isinstance(r.get("at"), str)
             and isinstance(dev, dict) and isinstance(dev.get("key"), str) and isinstance(model, dict)
             and isinstance(model.get("key"), str) and r.get("status") in (OK, FAILED)):
         return False

@@ -817,26 +817,28 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
     model measured on the most backends (then the latest).  (None, why) when nothing can decide."""
     recs = settings.measurements.get(recipe.name, [])
     prefix = "pp" if settings.metric == "pp" else "tg"
+    channel = recipe_channel(recipe, settings)
     by_model: dict[str, dict[str, dict]] = {}
     for v in cands:
         key = device_key(v.device)
+        dirname = install_dir_name(recipe, v.name, channel)  # rocm-nightly's speed is not rocm-stable's
         for r in recs:
-            if r.get("backend") == v.name and r["device"].get("key") == key and r["test"].startswith(prefix) \
+            if r["dir"] == dirname and r["device"].get("key") == key and r["test"].startswith(prefix) \
                     and "+" not in r["test"]:
                 best = by_model.setdefault(r["model"]["key"], {})
-                if v.name not in best or r.get("at", "") > best[v.name].get("at", ""):
+                if v.name not in best or r["at"] > best[v.name]["at"]:  # tg128 and tg256: the latest run
                     best[v.name] = r
     if not by_model:
         return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
                       f"(`pick-backend bench {recipe.name} --model M` makes them)")
-    model = max(by_model, key=lambda m: (len(by_model[m]), max(r.get("at", "") for r in by_model[m].values())))
+    model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))
     results = sorted(by_model[model].values(), key=lambda r: -r["avg_ts"])
     win = results[0]
     chosen = next(v for v in cands if v.name == win["backend"])
     words = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in results)
     one = "" if len(results) > 1 else " (the only backend measured)"
     return chosen, (f"measured: {words}{one} ({win['test']}, {win['model'].get('label', model)}, "
-                    f"{str(win.get('at', ''))[:10]})")
+                    f"{win['at'][:10]})")
 
 
 def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:

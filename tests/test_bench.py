@@ -244,3 +244,47 @@ def test_a_cache_that_cannot_keep_results_still_shows_them(cli, tmp_path, model)
     (tmp_path / "pick-backend" / "bench").write_text("a file where the records' directory belongs")
     r = bench(cli, tmp_path, model)
     assert r.rc == 0 and "cannot be kept" in r.err and "100.0" in r.out
+
+
+def _measured(records, channel="stable", metric="tg"):
+    """The measured pick for llamacpp on the RX 7900 XTX capture, from these records."""
+    from conftest import profile_of
+    from selector import catalog, engine
+
+    prof = profile_of("linux-ubuntu24.04-7950x-rx7900xtx")
+    m = engine.Machine(prof)
+    gpu = engine.device_key(engine.decide(prof, catalog.load("lemonade"), "llamacpp", machine=m).device)
+    for r in records:
+        r.setdefault("device", {"key": gpu})
+        r.setdefault("recipe", "llamacpp")
+    s = engine.Settings(channel=channel, policy="measured", metric=metric, measurements={"llamacpp": records})
+    installed = {"llamacpp": {"vulkan": "b1", "rocm-stable": "b1", "rocm-nightly": "b1"}}
+    return engine.decide(prof, catalog.load("lemonade"), "llamacpp", installed, s, machine=m)
+
+
+def rec(backend, dirname, model, test, ts, at):
+    return {"backend": backend, "dir": dirname, "model": {"key": model, "label": model}, "test": test,
+            "avg_ts": ts, "at": at}
+
+
+def test_the_measured_pick_reads_the_channels_own_build_the_latest_run_and_the_model_measured_most():
+    # rocm-nightly was fastest, but the pick installs rocm-stable: nightly's speed says nothing of it
+    d = _measured([rec("rocm", "rocm-nightly", "q4", "tg128", 300.0, "2026-12-01T10:00"),
+                   rec("rocm", "rocm-stable", "q4", "tg128", 90.0, "2026-12-01T10:00"),
+                   rec("vulkan", "vulkan", "q4", "tg128", 120.0, "2026-12-01T10:00")])
+    assert d.backend == "vulkan" and d.reason.startswith("measured: vulkan 120 t/s vs rocm 90 t/s")
+    assert _measured([rec("rocm", "rocm-nightly", "q4", "tg128", 300.0, "2026-12-01T10:00"),
+                      rec("vulkan", "vulkan", "q4", "tg128", 120.0, "2026-12-01T10:00")], channel="nightly").backend == "rocm"
+    # two generation tests of one build (tg128 yesterday, tg256 today): today's run is the one compared
+    d = _measured([rec("vulkan", "vulkan", "q4", "tg128", 200.0, "2026-11-30T10:00"),
+                   rec("vulkan", "vulkan", "q4", "tg256", 100.0, "2026-12-01T10:00"),
+                   rec("rocm", "rocm-stable", "q4", "tg128", 150.0, "2026-12-01T10:00")])
+    assert d.backend == "rocm" and "vulkan 100 t/s" in d.reason and d.reason.endswith("2026-12-01)")
+    # the model measured on more backends decides; between two measured on as many, the latest
+    two = [rec("vulkan", "vulkan", "big", "tg128", 50.0, "2026-11-01T00:00"),
+           rec("rocm", "rocm-stable", "big", "tg128", 60.0, "2026-11-01T00:00")]
+    assert _measured(two + [rec("vulkan", "vulkan", "small", "tg128", 400.0, "2026-12-01T00:00")]).backend == "rocm"
+    later = [rec("vulkan", "vulkan", "new", "tg128", 90.0, "2026-12-01T00:00"),
+             rec("rocm", "rocm-stable", "new", "tg128", 80.0, "2026-12-01T00:00")]
+    d = _measured(two + later)
+    assert d.backend == "vulkan" and ", new, 2026-12-01)" in d.reason
