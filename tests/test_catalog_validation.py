@@ -342,3 +342,20 @@ def test_rows_of_one_backend_per_arch_give_the_row_that_fits_this_machine():
             {"backend": "cpu", "os": ["linux"], "devices": devs} for devs in rows]}}}
         d = engine.decide(profile_of(CPU_VM), catalog.parse(data), "r")
         assert d.backend == "cpu" and d.ok and d.device.family == "x86_64", rows
+
+
+@pytest.mark.parametrize("runtime", ["docker", "podman"])
+def test_a_container_row_runs_with_either_container_runtime(runtime):
+    # LocalAI's images run under docker or podman alike: either on PATH makes the row usable
+    from conftest import profile_of
+    from selector import engine
+
+    data = {"schema_version": 1, "name": "t", "recipes": {"r": {"rows": [
+        {"backend": "img", "format": "container", "os": ["linux"], "devices": {"cpu": []}}]}}}
+    prof = profile_of(CPU_VM)
+    cat = catalog.parse(data)
+    prof.executables = {}
+    assert engine.decide(prof, cat, "r").verdict("img").reason == "needs docker or podman"
+    prof.executables = {runtime: f"/usr/bin/{runtime}"}
+    d = engine.decide(prof, cat, "r")
+    assert d.ok and d.backend == "img"
