@@ -807,8 +807,9 @@ def system_preferred(recipe: Recipe, settings: Settings) -> bool:
 
 
 def device_key(dev: Device | None) -> str:
-    """The same device across runs: its UUID, else its PCI address, else its kind and index."""
-    if dev is None:
+    """The same device across runs: its UUID, else its PCI address, else its kind and index; the CPU
+    is "cpu" (bench.devices_of keys the machine's devices the same way)."""
+    if dev is None or dev.type == "cpu":
         return "cpu"
     return dev.uuid or dev.bus_id or f"{dev.type}:{dev.index}"
 

@@ -288,3 +288,18 @@ def test_the_measured_pick_reads_the_channels_own_build_the_latest_run_and_the_m
              rec("rocm", "rocm-stable", "new", "tg128", 80.0, "2026-12-01T00:00")]
     d = _measured(two + later)
     assert d.backend == "vulkan" and ", new, 2026-12-01)" in d.reason
+
+
+def test_a_result_measured_on_the_cpu_is_fresh_and_used(cli, tmp_path, model):
+    # a Raspberry Pi 5: every build runs on the CPU (Vulkan too); its results are keyed by the CPU
+    # and must not read as "the device is no longer here"
+    pi = machine("linux-raspberrypi-pi5-arm64")
+    install(tmp_path, "vulkan", tg=9.0)
+    install(tmp_path, "cpu", tg=11.0)
+    r = cli("bench", "llamacpp", "--model", model, "--root", pi, "--cache-dir", str(tmp_path), "-r", "2", "--json")
+    assert r.rc == 0, r.err
+    st = cli("status", "--root", pi, "--cache-dir", str(tmp_path), "--json").json()
+    assert st["measurements"] and all(m["fresh"] for m in st["measurements"]), st["measurements"]
+    d = cli("pick", "llamacpp", "--root", pi, "--cache-dir", str(tmp_path), "--policy", "measured",
+            "--json").json()["recipes"]["llamacpp"]
+    assert d["backend"] == "cpu" and d["reason"].startswith("measured: cpu 11 t/s vs vulkan 9 t/s")

@@ -567,7 +567,7 @@ def test_a_device_is_known_across_runs_by_its_uuid_first():
     assert device_key(Device("nvidia_gpu", "sm_89", 1, "RTX 4090", bus_id="0000:01:00.0", uuid="GPU-1")) == "GPU-1"
     assert device_key(Device("amd_gpu", "gfx1100", 0, "RX 7900 XTX", bus_id="0000:03:00.0")) == "0000:03:00.0"
     assert device_key(Device("amd_npu", "xdna2", 0, "NPU")) == "amd_npu:0"
-    assert device_key(None) == "cpu"
+    assert device_key(None) == "cpu" and device_key(Device("cpu", "arm64", 0, "Cortex-A76")) == "cpu"
 
 
 def test_a_system_llama_server_is_not_said_to_run_on_the_cpu(run):
