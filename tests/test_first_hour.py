@@ -681,3 +681,44 @@ def test_output_to_a_full_disk_is_exit_4_with_one_line_not_a_traceback(args, buf
                            stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     assert r.returncode == 4, r.stderr
     assert r.stderr == "pick-backend: writing the output failed: No space left on device\n"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a pipe whose reader is gone: EPIPE")
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["llamacpp", "--json"], ["check", "llamacpp", "rocm"],
+                                  ["status", "--cache-dir", "{tmp}"]])
+def test_a_reader_gone_before_the_first_line_still_ends_with_0(args, tmp_path):
+    # `pick-backend ... | true`: the first write fails. click turns a broken pipe into exit 1 by itself;
+    # README says 0, quietly, whatever the command (the help and the version are printed while parsing)
+    import subprocess
+
+    from conftest import machine
+
+    r, w = os.pipe()
+    os.close(r)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND")}
+    root = [] if args[0] in ("--version", "--help", "status") else ["--root", machine("linux-ubuntu24.04-strix-halo")]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    p = subprocess.run([sys.executable, "-m", "selector", *root, *args], stdout=w, stderr=subprocess.PIPE, env=env,
+                       timeout=60)
+    os.close(w)
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+
+
+@pytest.mark.skipif(os.name == "nt", reason=">&- closes a POSIX descriptor")
+def test_closed_standard_streams_give_the_documented_codes():
+    # `>&-`: nothing can be printed, so exit 4 with the reason on stderr; `2>&-`: the messages are lost
+    # but the exit code is the command's own
+    import subprocess
+
+    from conftest import machine
+
+    root = ["--root", machine("linux-ubuntu24.04-strix-halo")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICK_BACKEND")}
+
+    r = subprocess.run([sys.executable, "-m", "selector", *root, "llamacpp"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, env=env, timeout=60, preexec_fn=lambda: os.close(1))
+    assert r.returncode == 4 and r.stderr.decode() == "pick-backend: writing the output failed: standard output is closed\n"
+    for args, code in ((["no-such-recipe"], 2), (["llamacpp"], 0)):
+        r = subprocess.run([sys.executable, "-m", "selector", *root, *args], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env, timeout=60, preexec_fn=lambda: os.close(2))
+        assert r.returncode == code, args

@@ -18,7 +18,7 @@ from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_USAGE, VALUE_OPTS, 
 
 # standard output that cannot take what is written (`> file` on a full disk or over a quota, a
 # failing device): exit 4, "a destination cannot be written"; these errors carry no file name
-_OUTPUT_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO") if hasattr(errno, n)}
+_OUTPUT_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EBADF") if hasattr(errno, n)}
 
 # command name -> "module:function", imported on first use
 LAZY: dict[str, str] = {
@@ -80,8 +80,25 @@ def _only_options(args: list[str]) -> bool:
     return True
 
 
+class ReaderLeft(Exception):
+    """The reader closed the pipe.  Not an OSError: click turns a broken pipe into exit 1 itself,
+    and README promises 0 (see _reader_left)."""
+
+
 class Group(click.Group):
     """Routes ``pick-backend llamacpp`` to ``pick``; loads LAZY commands on demand."""
+
+    def make_context(self, *args, **kwargs):  # --help and --version print while the arguments are parsed
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            raise ReaderLeft from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise ReaderLeft from None
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(LAZY))
@@ -169,7 +186,27 @@ class _AsciiStream:
         return getattr(self._inner, name)
 
 
+class _Closed:
+    """Standard output closed by the caller (``>&-``): a write fails as it would on the descriptor,
+    so the command ends with "writing the output failed" (exit 4), as coreutils do."""
+
+    encoding = "utf-8"
+
+    def write(self, s):
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
 def _fit_streams() -> None:
+    if sys.stdout is None:
+        sys.stdout = _Closed()
+    if sys.stderr is None:  # messages have nowhere to go; the exit code still says what happened
+        sys.stderr = open(os.devnull, "w")
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         enc = getattr(stream, "encoding", None) or "ascii"
@@ -286,7 +323,7 @@ def _main(argv):
             _fail(e.exit_code, e.format_message(), True)
         e.show()
         sys.exit(e.exit_code)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderLeft):
         _reader_left()
     except OSError as e:  # a path given to a command that cannot be used as one (a file for a directory...)
         if e.filename is None and e.errno in _OUTPUT_ERRNOS:
