@@ -909,9 +909,10 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                     notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
                                  f"{recipe_name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
                 else:
+                    # what chose instead: the measurement, or accelerator-first (also measured's fallback)
+                    ours = ("the measurement prefers" if why.startswith("measured:") else "accelerator-first prefers")
                     notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
-                                 f"row; accelerator-first prefers {chosen.name} on the "
-                                 f"{TYPE_WORDS[chosen.device.type]})")
+                                 f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
         if chosen is not None:
             why += _losers(vs, chosen, catalog, recipe_name)
     if chosen is None:

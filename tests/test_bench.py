@@ -273,8 +273,12 @@ def test_the_measured_pick_reads_the_channels_own_build_the_latest_run_and_the_m
                    rec("rocm", "rocm-stable", "q4", "tg128", 90.0, "2026-12-01T10:00"),
                    rec("vulkan", "vulkan", "q4", "tg128", 120.0, "2026-12-01T10:00")])
     assert d.backend == "vulkan" and d.reason.startswith("measured: vulkan 120 t/s vs rocm 90 t/s")
-    assert _measured([rec("rocm", "rocm-nightly", "q4", "tg128", 300.0, "2026-12-01T10:00"),
-                      rec("vulkan", "vulkan", "q4", "tg128", 120.0, "2026-12-01T10:00")], channel="nightly").backend == "rocm"
+    d = _measured([rec("rocm", "rocm-nightly", "q4", "tg128", 300.0, "2026-12-01T10:00"),
+                   rec("vulkan", "vulkan", "q4", "tg128", 120.0, "2026-12-01T10:00")], channel="nightly")
+    assert d.backend == "rocm"
+    # accelerator-first would pick vulkan here too: the note names what chose rocm, the measurement
+    assert d.notes == ["--policy lemonade would pick vulkan (Lemonade takes the first supported row; the "
+                       "measurement prefers rocm on the AMD GPU)"]
     # two generation tests of one build (tg128 yesterday, tg256 today): today's run is the one compared
     d = _measured([rec("vulkan", "vulkan", "q4", "tg128", 200.0, "2026-11-30T10:00"),
                    rec("vulkan", "vulkan", "q4", "tg256", 100.0, "2026-12-01T10:00"),
