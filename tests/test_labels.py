@@ -431,3 +431,20 @@ def test_ansible_fact_without_pick_backend_is_still_json(tmp_path):
     p = subprocess.run(["/bin/sh", fact], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0
     assert "error" in json.loads(p.stdout)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="FIFOs and symbolic links")
+def test_write_never_replaces_a_link_or_a_special_file(tmp_path):
+    # the write is a rename over the path: over a link it would replace the link itself, over a device
+    # node (as root: /dev/full) the device; either is refused, and both are left as they were
+    real = tmp_path / "real"
+    real.write_text("kept\n", encoding="utf-8")
+    link, fifo = tmp_path / "link", tmp_path / "fifo"
+    os.symlink(real, link)
+    os.mkfifo(fifo)
+    for target in (link, fifo):
+        r = run_cli("--root", machine(CPU_ONLY), "labels", "--write", str(target))
+        assert r.rc == 4 and "not a regular file" in r.err and "Traceback" not in r.err, r.err
+    assert os.path.islink(link) and real.read_text(encoding="utf-8") == "kept\n"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "link", "real"]

@@ -21,7 +21,17 @@ def write_atomic(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` in one rename.  The temp file lives in the same directory and
     its name starts with '.', which NFD's local source skips; it is removed on any failure, and the
     previous file is untouched."""
+    import errno
+    import stat
+
     path = os.path.abspath(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # the rename would replace a device node or a link itself
+        raise OSError(errno.EINVAL, "not a regular file (a device, FIFO, socket, link or directory); refusing to "
+                                    "replace it", path)
     directory, base = os.path.split(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
     try:
