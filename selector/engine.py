@@ -471,7 +471,7 @@ def _judge_nvidia(m: Machine, row: Row, fams, access: str = "compute"):
     backend = row.backend
     for g in (m.graphics["nvidia_gpu"] if access == "graphics" else m.nvidia_all):
         if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
-            why = f"{g.name}: the NVIDIA driver is not loaded, so {backend} cannot run on it"
+            why = f"{g.name}: no NVIDIA driver drives it (none loaded, or the card is bound to another), so {backend} cannot run on it"
         elif fams and g.sm is None:
             # the driver is loaded (the branch above), NVML did not answer: `probe` says why
             why = (f"{g.name}: its compute capability is unknown (NVML did not answer), so no {backend} build can "

@@ -459,7 +459,7 @@ def causes(profile, expected: dict | None, backend: str, env: dict) -> list[str]
     if typ == "nvidia_gpu" or backend == "cuda":
         for g in profile.nvidia_gpus:
             if getattr(g, "driver_loaded", True) is False:
-                out.append(f"{g.name}: the NVIDIA driver is not loaded")
+                out.append(f"{g.name}: no NVIDIA driver drives it (none loaded, or the card is bound to another)")
             fix = getattr(g, "access_fix", None)
             if fix:
                 out.append(f"{g.name}: {fix}")

@@ -206,7 +206,7 @@ def test_cuda_needs_a_loaded_driver_even_without_a_family_list(run):
     r, doc = run(prof, "acestep")
     rec = doc["recipes"]["acestep"]
     cuda = next(b for b in rec["backends"] if b["name"] == "cuda")
-    assert cuda["supported"] is False and "driver is not loaded" in cuda["reason"]
+    assert cuda["supported"] is False and "no NVIDIA driver drives it" in cuda["reason"]
 
 
 def test_vulkan_on_an_nvidia_machine_runs_on_the_nvidia_gpu_and_says_the_row_does_not_list_it(run):

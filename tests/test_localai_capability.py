@@ -94,9 +94,9 @@ def test_no_cuda_or_vulkan_image_without_the_nvidia_driver():
     for recipe in ("audio-cpp", "nemo-speech-cpp", "whisper-medusa", "llama-cpp"):
         assert data["recipes"][recipe]["backend"] == "cpu", recipe
     nemo = data["recipes"]["nemo-speech-cpp"]
-    assert "the NVIDIA driver is not loaded" in verdict(nemo, "cuda12")["reason"]
-    assert "the NVIDIA driver is not loaded, so vulkan cannot run" in verdict(nemo, "vulkan")["reason"]
-    assert "the NVIDIA driver is not loaded" in verdict(data["recipes"]["whisper-medusa"], "cuda12")["reason"]
+    assert "no NVIDIA driver drives it" in verdict(nemo, "cuda12")["reason"]
+    assert "no NVIDIA driver drives it (none loaded, or the card is bound to another), so vulkan cannot run" in verdict(nemo, "vulkan")["reason"]
+    assert "no NVIDIA driver drives it" in verdict(data["recipes"]["whisper-medusa"], "cuda12")["reason"]
 
 
 # -- names and gates from the index ------------------------------------------------------------

@@ -804,3 +804,19 @@ def test_a_loaded_driver_without_its_nvml_library_is_named_so_and_cuda_cannot_be
     assert r.rc == 3
     assert "its compute capability is unknown (NVML did not answer), so no cuda build can be matched to it" \
         in r.json()["reason"]
+
+
+def test_a_card_passed_through_to_a_vm_is_named_by_its_own_binding(tmp_path):
+    # the nvidia module is loaded (another card uses it) but this card is bound to vfio-pci: neither
+    # "no driver installed" nor "NVML missing" is true of it; what is true is its binding
+    c = Capture(tmp_path / "m", nvml={"error": "LibraryNotFound"})
+    c.pci("0000:01:00.0", "0x10de", "0x2684", "0x030000", revision="0xa1", driver="nvidia")
+    c.pci("0000:02:00.0", "0x10de", "0x2204", "0x030000", revision="0xa1", driver="vfio-pci")
+    c.file("proc/driver/nvidia/version",
+           "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n")
+    p = c.profile()
+    on_nvidia, passed = warnings(p, "nvidia")
+    assert "the NVIDIA kernel driver 550.54.14 is loaded but its NVML library" in on_nvidia
+    assert passed.endswith("bound to vfio-pci, not to the NVIDIA driver 550.54.14; CUDA backends cannot use it "
+                           "(bind it to nvidia, then run again)")
+    assert p.nvidia_gpus[1].access_fix == "bind it to nvidia, then run again"

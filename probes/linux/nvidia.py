@@ -208,6 +208,19 @@ def l4t_cuda_version(text: str | None) -> int | None:
     return major * 1000 + minor * 10
 
 
+def _pci_words(error: str, words: str, module: str | None, bound: str | None, loaded: bool) -> str:
+    """What a card seen on PCI alone (NVML did not answer) can and cannot be judged by, for this card:
+    ``module`` is the loaded kernel module's version, ``bound`` the driver the card is bound to."""
+    if loaded:  # the card is on the loaded nvidia module: only NVML is missing or failing
+        if error == "LibraryNotFound":
+            words = f"the NVIDIA kernel driver {module} is loaded but its NVML library (libnvidia-ml.so.1) is not found"
+        return f"{words}; CUDA backends cannot be judged until NVML answers (its compute capability is unknown)"
+    if module is not None and bound:  # vfio-pci (passed through to a VM), nouveau, ...
+        return (f"bound to {bound}, not to the NVIDIA driver {module}; CUDA backends cannot use it (bind it to "
+                "nvidia, then run again)")
+    return f"{words}; CUDA backends cannot be judged without the driver (install the NVIDIA driver, then run again)"
+
+
 def probe(host, profile) -> None:
     nv = host.nvml()
     gpus: list[NvidiaGpu] = []
@@ -220,8 +233,6 @@ def probe(host, profile) -> None:
         words = describe_nvml_error(error)
         cards = [d for d in pci.scan(host) if d.vendor == "0x10de" and d.is_display]
         driver = _driver_version_from_proc(host)
-        if error == "LibraryNotFound" and driver is not None:  # the kernel side is there: only NVML is missing
-            words = f"the NVIDIA kernel driver {driver} is loaded but its NVML library (libnvidia-ml.so.1) is not found"
         for d in cards:
             name = None
             info = host.read(f"/proc/driver/nvidia/gpus/{d.bus_id}/information")
@@ -243,14 +254,9 @@ def probe(host, profile) -> None:
                 _node_access(host, profile, gpu, _device_minor(host, d.bus_id))
             else:
                 gpu.usable = False
-                gpu.access_fix = "install the NVIDIA driver, then run again"
-            profile.warn(
-                "nvidia",
-                f"{name} at {d.bus_id}: {words}; " + (
-                    "CUDA backends cannot be judged until NVML answers (its compute capability is unknown)"
-                    if gpu.driver_loaded else
-                    "CUDA backends cannot be judged without the driver (install the NVIDIA driver, then run again)"),
-            )
+                gpu.access_fix = ("bind it to nvidia, then run again" if driver is not None and d.driver else
+                                  "install the NVIDIA driver, then run again")
+            profile.warn("nvidia", f"{name} at {d.bus_id}: {_pci_words(error, words, driver, d.driver, gpu.driver_loaded)}")
         compat = compatible_strings(host)
         board = tables.jetson_board(compat)
         try:
