@@ -700,3 +700,26 @@ def test_hard_links_leave_no_descriptor_open(tmp_path, writer):
     unpack.extract(str(archive), str(tmp_path / "s"))
     assert len(os.listdir("/proc/self/fd")) == before
     assert (tmp_path / "s" / "bin" / "libggml.so.49").read_bytes().startswith(b"\x7fELF")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts this process's descriptors in /proc")
+def test_directory_entries_leave_no_descriptor_open(tmp_path, writer):
+    # a build lists its directories as entries of their own (tar does): each is opened to be made,
+    # and closed again, or a tree of thousands of directories ends in "Too many open files"
+    entries = [(f"llama-b1/lib/d{i}", None) for i in range(50)] + [("llama-b1/lib/d0/x.so", b"x")]
+    archive = tmp_path / "d.tar.gz"
+    archive.write_bytes(tar_of(entries))
+    before = len(os.listdir("/proc/self/fd"))
+    unpack.extract(str(archive), str(tmp_path / "s"))
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert (tmp_path / "s" / "llama-b1" / "lib" / "d49").is_dir()
+
+
+def test_the_cache_repair_leaves_a_users_dot_files_alone(tmp_path):
+    # ".notes.old" beside the builds is the user's, not a crash's leftover: no lock is taken for it
+    # (no ".notes.lock" appears) and it stays
+    d = tmp_path / "bin" / "llamacpp"
+    d.mkdir(parents=True)
+    (d / ".notes.old").write_text("mine\n")
+    assert unpack.repair_cache(str(tmp_path)) == []
+    assert sorted(os.listdir(d)) == [".notes.old"]

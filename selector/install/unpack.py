@@ -727,7 +727,7 @@ def lock(path: str, wait_message=None, blocking: bool = True):
                     break
                 except OSError:
                     if not blocking:
-                        # its one caller (repair_all) skips any OSError by type; the words are never shown
+                        # its one caller (repair_cache) skips any OSError by type; the words are never shown
                         raise BlockingIOError(errno.EAGAIN, "locked", path) from None  # pragma: no mutate
                     if not told and wait_message:
                         wait_message()
