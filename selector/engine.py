@@ -92,7 +92,8 @@ class Verdict(Record):
     devices: list[Device] = field(default_factory=list)  # every usable device satisfying the row, best first
     passed_over: list[tuple[Device, str]] = field(default_factory=list)  # devices of the row's types that do not fit
     cpu_because: list[str] = field(default_factory=list)  # on the CPU: why no accelerator entry of the row fit
-    access: str = "compute"  # what the backend opens on a GPU: "compute" (ROCm/CUDA) or "graphics" (Vulkan)
+    # what the backend opens on a GPU: "compute" (ROCm/CUDA) or "graphics" (Vulkan); every Verdict is given one
+    access: str = "compute"  # pragma: no mutate
 
     def __init__(self, name, tier, format, supported, state, reason, device, notes=None, extra=None,
                  devices=None, passed_over=None, cpu_because=None, access="compute"):  # hot path
@@ -201,7 +202,7 @@ class Machine:
                                                     n.generation != "XDNA2"))  # pragma: no mutate
         self.npu_all = npus
         self.npu = npus[0] if npus else None
-        intel = sorted(getattr(profile, "intel_gpus", []) or [], key=lambda g: (not g.arc, getattr(g, "index", 0)))
+        intel = sorted(getattr(profile, "intel_gpus", []) or [], key=lambda g: (not g.arc, g.index))
         self.intel_all = intel
         self.intel = intel[0] if intel else None
         self.metal = profile.metal.available
@@ -634,8 +635,10 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
     acc_notes: list[str] = []
     acc_types = 0  # how many device types contributed: one needs no sort (it costs, on a node of 64 GPUs)
     for dtype, fams in entries:
-        if acc_found and (dtype == "cpu" or not _devices_of(m, dtype, access)):
-            continue  # a fit is found: a type this machine lacks, or the CPU, adds nothing
+        # a speed guard: with a fit found, a type this machine lacks, or the CPU, adds nothing (judging
+        # it changes no verdict)
+        if acc_found and (dtype == "cpu" or not _devices_of(m, dtype, access)):  # pragma: no mutate
+            continue
         found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
         if found:
             missing = _check_requires(m, row) or (requires.check(m, row, None) if dtype == "cpu" else "")
@@ -891,7 +894,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     else:
         chosen, why = choose(vs, recipe, settings)
         is_pinned = False
-        if settings.policy != "lemonade":
+        if settings.policy != "lemonade":  # pragma: no mutate (under lemonade the same choice: no note)
             lem_settings = Settings(settings.channel, settings.prefer_system, "lemonade",
                                     prefer_system_by_recipe=settings.prefer_system_by_recipe)
             # the verdicts are the same under every policy (an exclusion is a hardware fact): only the

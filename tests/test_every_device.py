@@ -626,3 +626,17 @@ def test_the_system_note_names_prefer_system_only_where_it_would_choose_system(r
         "--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for llamacpp); prefer_system "
         "is off outside --policy lemonade: --backend system chooses it"]
     assert run(prof, "llamacpp", "--prefer-system")[1]["recipes"]["llamacpp"]["backend"] == "vulkan"
+
+
+def test_gpus_without_uuids_are_pinned_by_pci_order_indices(run):
+    # NVML gave no UUIDs: two RTX 4090 take the sm_89 build, the GTX 1080 between them (sm_61) does
+    # not; run_env names both by their place in PCI order, and tells CUDA to count that way
+    prof = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA GeForce RTX 4090", 24), nv(1, "sm_61", "NVIDIA GeForce GTX 1080", 8),
+                                nv(2, "sm_89", "NVIDIA GeForce RTX 4090", 24)])
+    rec = run(prof, "llamacpp", "--backend", "cuda")[1]["recipes"]["llamacpp"]
+    assert rec["run_env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,2"}
+
+
+def test_a_machine_without_an_npu_is_told_which_npu_the_recipe_needs(run):
+    r, doc = run(profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, device="0x744c")]), "check", "flm", "npu")
+    assert r.rc == 3 and doc["reason"] == "Requires an AMD XDNA2 NPU (none found)"
