@@ -216,7 +216,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         if d.backend and d.ok:
             head.append("→ ", style="bold")
             head.append(d.backend, style="bold green")
-            head.append(f" on {_device_words(d.device)}")
+            head.append(f" on {_device_words(d.device)}" if d.backend != "system" else f": {SYSTEM_WORDS}")
             head.append(f"  [{d.state}]", style=STATE_STYLE.get(d.state or "", ""))
         elif d.backend:
             head.append(f"→ {d.backend} (pinned, unsupported here)", style="bold red")
@@ -256,12 +256,16 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
 
 
 UNBOUNDED = 100_000  # the width term.console gives a pipe
+SYSTEM_WORDS = "the build on PATH, which runs where that build runs; `pick-backend verify` shows where"
 
 
 def _verdict_cells(d) -> list[tuple[str, str, str, str, bool]]:
     """(mark, name, state, detail, supported) of each backend, in the catalog's order."""
     out = []
     for v in d.backends:
+        if v.supported and v.name == "system":  # a build this tool did not choose: where it runs is its own
+            out.append(("✓", v.name, v.state, SYSTEM_WORDS + (f" · {'; '.join(v.notes)}" if v.notes else ""), True))
+            continue
         if v.supported:
             detail = _device_words(v.device)
             if len(v.devices) > 1:

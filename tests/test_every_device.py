@@ -640,3 +640,15 @@ def test_gpus_without_uuids_are_pinned_by_pci_order_indices(run):
 def test_a_machine_without_an_npu_is_told_which_npu_the_recipe_needs(run):
     r, doc = run(profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, device="0x744c")]), "check", "flm", "npu")
     assert r.rc == 3 and doc["reason"] == "Requires an AMD XDNA2 NPU (none found)"
+
+
+def test_a_system_build_is_not_said_to_run_on_the_cpu_in_words_either(run):
+    # the llama-server on PATH is the user's build: the pick cannot know its device, so it does not
+    # name one (JSON keeps the CPU entry the row was judged by)
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, device="0x744c")],
+                   executables={"llama-server": "/usr/local/bin/llama-server"})
+    r, _ = run(prof, "llamacpp", "--backend", "system", json_out=False)
+    head = next(line for line in r.out.splitlines() if line.startswith("llamacpp"))
+    assert "→ system: the build on PATH, which runs where that build runs" in head and "CPU" not in head
+    row = next(line for line in r.out.splitlines() if line.split()[:2] == ["✓", "system"])
+    assert "CPU" not in row and "`pick-backend verify` shows where" in row
