@@ -723,3 +723,10 @@ def test_the_cache_repair_leaves_a_users_dot_files_alone(tmp_path):
     (d / ".notes.old").write_text("mine\n")
     assert unpack.repair_cache(str(tmp_path)) == []
     assert sorted(os.listdir(d)) == [".notes.old"]
+
+
+def test_a_cache_directory_that_cannot_be_listed_has_no_partial_downloads(tmp_path):
+    # status repairs every install it can see; one whose directory vanished or cannot be read is
+    # skipped, never a crash
+    assert unpack._partials(str(tmp_path / "gone" / "vulkan")) == []
+    assert unpack.repair(str(tmp_path / "gone" / "vulkan")) == []

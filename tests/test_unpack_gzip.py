@@ -3,6 +3,7 @@ the standard library (the fallback): same files, same bytes, same refusals."""
 
 import io
 import os
+import stat
 import sys
 import tarfile
 
@@ -60,7 +61,7 @@ def test_a_binary_without_modes_becomes_executable_and_never_writable_by_others(
     p.write_bytes(b"#!/bin/sh\n")
     os.chmod(p, mode)
     unpack.make_executable(str(tmp_path), "llama-server")
-    assert os.stat(p).st_mode & 0o777 == want
+    assert stat.S_IMODE(os.stat(p).st_mode) == want  # no setuid, setgid or sticky bit either
     os.chmod(p, 0o700)  # already executable: left as the archive had it
     unpack.make_executable(str(tmp_path), "llama-server")
-    assert os.stat(p).st_mode & 0o777 == 0o700
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o700
