@@ -673,10 +673,12 @@ def test_a_link_already_in_the_tree_is_never_followed(tmp_path, writer):
     outside.mkdir()
     os.symlink(outside, root / "a" / "lib")
     t = unpack.Tree(str(root), "llama.zip")
+    fds = _open_fds()
     with pytest.raises(ArchiveError) as e:
         t.file("a/lib/libggml.so", io.BytesIO(b"x"), 1, 0o644)
     assert str(e.value) == "llama.zip: refusing a/lib/libggml.so: a/lib is a link"
     assert os.listdir(outside) == []
+    assert _open_fds() == fds  # the refusal closes the directories it had opened on the way
 
 
 def test_doubled_and_dot_separators_name_the_same_file():
@@ -730,3 +732,18 @@ def test_a_cache_directory_that_cannot_be_listed_has_no_partial_downloads(tmp_pa
     # skipped, never a crash
     assert unpack._partials(str(tmp_path / "gone" / "vulkan")) == []
     assert unpack.repair(str(tmp_path / "gone" / "vulkan")) == []
+
+
+def _open_fds():
+    """This process's open descriptors (Linux), or None where they cannot be counted."""
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+
+def test_a_hard_link_to_a_directory_is_refused_and_leaves_no_descriptor(tmp_path, writer):
+    archive = tmp_path / "h.tar.gz"
+    archive.write_bytes(tar_of([("bin/d", None), ("bin/x", ("hard", "bin/d"))]))
+    fds = _open_fds()
+    with pytest.raises(ArchiveError) as e:
+        unpack.extract(str(archive), str(tmp_path / "s"))
+    assert "refusing hard link bin/x -> bin/d (not a regular file)" in str(e.value)
+    assert _open_fds() == fds

@@ -627,3 +627,21 @@ def test_a_timeout_returns_even_when_an_escaped_helper_keeps_the_output_open(tmp
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGTERM handlers are POSIX")
+def test_the_sigterm_handler_is_the_callers_again_after_a_check():
+    # while a build runs, SIGTERM interrupts like Ctrl-C (to end the build's group); afterwards the
+    # program's own handler is back, so `install --verify` and `bench` keep their own behaviour
+    import signal
+    import sys
+
+    def mine(signum, frame):
+        pass
+
+    old = signal.signal(signal.SIGTERM, mine)
+    try:
+        V.run([sys.executable, "-c", "pass"], dict(os.environ), 30)
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, old)
