@@ -362,7 +362,7 @@ def _amd_device(m: Machine, g, fam, token) -> Device:
     return dev
 
 
-def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
+def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, channel: str,
                access: str, g) -> tuple[str, str | None, bool]:
     """(why not, or ''; the row token matched; whether the family is what failed) for one AMD GPU.
     A Vulkan build judges the hardware target: HSA_OVERRIDE_GFX_VERSION is ROCm's alone."""
@@ -397,14 +397,14 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, set
     return _access_reason(g, row.backend, access) or requires.check(m, row, g), token, False
 
 
-def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, settings: Settings, channel: str,
+def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, channel: str,
                access: str):
     found, passed, notes = [], [], []
     memo: dict = {}  # identical GPUs (a node of eight MI300X) are judged once
     for key, gpus in m.amd_runs(access == "graphics"):
         verdict = memo.get(key)
         if verdict is None:
-            verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, settings, channel, access, gpus[0])
+            verdict = memo[key] = _judge_amd(m, catalog, recipe, row, fams, channel, access, gpus[0])
         why, token, _ = verdict
         g = gpus[0]
         eff = g.gfx if access == "graphics" else (g.gfx_effective or g.gfx)
@@ -541,8 +541,8 @@ def _type_example(m: Machine, t: str) -> str:
     return f"{TYPE_WORDS[t]}: {g.name}" if g.name else TYPE_WORDS[t]  # every device record has a name (maybe empty)
 
 
-def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: str, fams, settings: Settings,
-                 channel: str, access: str):
+def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: str, fams, channel: str,
+                 access: str):
     """(satisfying devices best first, devices passed over with why, reasons in words, notes)"""
     if dtype == "cpu":
         if _matches_family(m.arch, fams) or requires.emulation_note(m, fams):
@@ -555,7 +555,7 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
     if not _devices_of(m, dtype, access):
         return [], [], [_absent_reason(m, row, dtype, fams)], []
     if dtype == "amd_gpu":
-        return _match_amd(m, catalog, recipe, row, fams, settings, channel, access)
+        return _match_amd(m, catalog, recipe, row, fams, channel, access)
     if dtype == "nvidia_gpu":
         return _sort_out(_judge_nvidia(m, row, fams, access))
     if dtype == "amd_npu":
@@ -600,8 +600,7 @@ def row_access(catalog: Catalog, row: Row) -> str:
     return "graphics" if row.backend in catalog.extra.get("graphics_backends", ("vulkan",)) else "compute"
 
 
-def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
-                 channel: str) -> RowResult:
+def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, channel: str) -> RowResult:
     if m.os not in row.os:
         return RowResult([], _os_reason(row.os), [])
     emulated = None
@@ -609,7 +608,7 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
         emulated = requires.emulation_note(m, row.requires["arch"])
         if emulated is None:
             return RowResult([], requires.arch_reason(m.arch, row.requires["arch"]), [])
-    res = _evaluate_entries(m, catalog, recipe, row, settings, channel)
+    res = _evaluate_entries(m, catalog, recipe, row, channel)
     if res.devices and res.devices[0].type == "cpu" and emulated is None:
         fams = dict(row.devices).get("cpu") or []
         if m.arch not in fams:
@@ -619,8 +618,7 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, setting
     return res
 
 
-def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, settings: Settings,
-                      channel: str) -> RowResult:
+def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, channel: str) -> RowResult:
     access = row_access(catalog, row)
     entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
     unlisted: list[str] = []
@@ -639,7 +637,7 @@ def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, se
         # it changes no verdict)
         if acc_found and (dtype == "cpu" or not _devices_of(m, dtype, access)):  # pragma: no mutate
             continue
-        found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, settings, channel, access)
+        found, passed, why, notes = _match_entry(m, catalog, recipe, row, dtype, fams, channel, access)
         if found:
             missing = _check_requires(m, row) or (requires.check(m, row, None) if dtype == "cpu" else "")
             if missing:
@@ -735,12 +733,13 @@ def state_for(recipe: Recipe, backend: str, channel: str, supported: bool, insta
     return "installed" if have == want or (have or "").startswith(want + "-") else "update_required"
 
 
-def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, settings: Settings, installed: dict, pins: dict,
+def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, installed: dict, pins: dict,
              channel: str) -> list[Verdict]:
+    """Every backend's verdict: the same under every policy (the policy only chooses among them)."""
     out: list[Verdict] = []
     by_name: dict[str, Verdict] = {}
     for row in recipe.rows:
-        res = evaluate_row(m, catalog, recipe, row, settings, channel)
+        res = evaluate_row(m, catalog, recipe, row, channel)
         ok = bool(res.devices)
         dev = res.devices[0] if ok else None
         v = by_name.get(row.backend)
@@ -876,7 +875,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     m = machine or Machine(profile)
     recipe = catalog.recipes[recipe_name]
     channel = recipe_channel(recipe, settings)
-    vs = verdicts(m, catalog, recipe, settings, installed, pins, channel)
+    vs = verdicts(m, catalog, recipe, installed, pins, channel)
     flag = recipe.backend_flag
     warnings: list[str] = []
     notes: list[str] = []
