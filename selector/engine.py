@@ -474,8 +474,10 @@ def _judge_nvidia(m: Machine, row: Row, fams, access: str = "compute"):
         if not getattr(g, "driver_loaded", True) or (g.sm is None and g.driver_version is None):
             why = f"{g.name}: no NVIDIA driver drives it (none loaded, or the card is bound to another), so {backend} cannot run on it"
         elif fams and g.sm is None:
-            # the driver is loaded (the branch above), NVML did not answer: `probe` says why
-            why = (f"{g.name}: its compute capability is unknown (NVML did not answer), so no {backend} build can "
+            # the driver is loaded (the branch above) and the capability unread: a Jetson's SoC is not in the
+            # tables (it has no NVML), any other card's NVML did not answer (`probe` says why)
+            cause = "its SoC is not in the tables" if g.source == "jetson" else "NVML did not answer"
+            why = (f"{g.name}: its compute capability is unknown ({cause}), so no {backend} build can "
                    f"be matched to it ({backend} needs {describe_families(fams)})")
         elif fams and _token(g.sm, fams) is None:
             why = _family_reason(row, g.sm, g.name) or \

@@ -820,3 +820,18 @@ def test_a_card_passed_through_to_a_vm_is_named_by_its_own_binding(tmp_path):
     assert passed.endswith("bound to vfio-pci, not to the NVIDIA driver 550.54.14; CUDA backends cannot use it "
                            "(bind it to nvidia, then run again)")
     assert p.nvidia_gpus[1].access_fix == "bind it to nvidia, then run again"
+
+
+def test_a_jetson_of_unknown_soc_is_told_why_cuda_cannot_be_matched(tmp_path, cli):
+    # an L4T release the tables do not know, its driver loaded: a Jetson has no NVML, so the cause is
+    # the unknown SoC, not NVML
+    c = Capture(tmp_path / "m")
+    c.file("etc/nv_tegra_release", "# R99 (release), REVISION: 1.0, GCID: 1, BOARD: mystery, EABI: aarch64\n")
+    c.file("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  999.1.0  "
+           "Release Build  (buildbrain@mobile)  Tue Jan  7 17:35:12 PST 2025\n")
+    (g,) = c.profile().nvidia_gpus
+    assert g.source == "jetson" and g.sm is None
+    r = cli("--root", c.root, "check", "llamacpp", "cuda", "--json")
+    assert r.rc == 3
+    assert "its compute capability is unknown (its SoC is not in the tables)" in r.json()["reason"], r.json()["reason"]
+    assert "NVML" not in r.json()["reason"]
