@@ -245,8 +245,12 @@ def _fail(code: int, message: str, as_json: bool) -> None:
     sys.exit(code)
 
 
+def _output_words(e: Exception) -> str:
+    return f"writing the output failed: {getattr(e, 'strerror', None) or e}"
+
+
 def _output_failed(e: OSError) -> None:
-    _fail(EXIT_INSTALL, f"writing the output failed: {e.strerror or e}", False)
+    _fail(EXIT_INSTALL, _output_words(e), False)
 
 
 def main(argv=None):
@@ -286,7 +290,7 @@ def _leave(code) -> None:
         pass
     except (OSError, ValueError) as e:  # an error message that could not be written either
         if not code:
-            sys.stderr.write(f"pick-backend: writing the output failed: {getattr(e, 'strerror', None) or e}\n")
+            sys.stderr.write(f"pick-backend: {_output_words(e)}\n")
             code = EXIT_INSTALL
     try:
         sys.stderr.flush()
