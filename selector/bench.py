@@ -17,6 +17,10 @@ from selector.engine import device_key  # noqa: F401 - the key records are filed
 
 OK, FAILED = "ok", "failed"
 TAIL = 12  # lines of output kept as the evidence of a failure
+# a test whose runs' standard deviation is more than this share of their mean says more about the
+# machine's other work than about the build (llama-bench's own runs of one build on an idle machine
+# vary by 1-3%): measured once more, and if still so, kept as noisy and never chosen
+NOISY = 0.10
 
 
 class BenchError(Exception):
@@ -115,6 +119,30 @@ def saw_gpu(rows: list[dict], expect_gpu: bool) -> bool:
     return False
 
 
+def noisy_tests(result: dict) -> list[str]:
+    """The tests of a judged run whose spread is large against their mean."""
+    return [t for t, x in result.get("tests", {}).items()
+            if x.get("avg_ts") and x.get("stddev_ts", 0) > NOISY * x["avg_ts"]]
+
+
+def spread(result: dict) -> float:
+    """The largest relative spread of a run's tests (infinite for a failed run): the steadier run wins."""
+    xs = [x["stddev_ts"] / x["avg_ts"] for x in result.get("tests", {}).values() if x.get("avg_ts")]
+    return max(xs) if xs and result.get("status") == OK else math.inf
+
+
+def identity(path: str | None) -> dict | None:
+    """A build outside the cache (the system one) as a file: a new build on PATH makes its records stale."""
+    if not path:
+        return None
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
 def tail(text: str, n: int = TAIL) -> list[str]:
     lines = [x.rstrip() for x in text.splitlines() if x.strip()]
     return lines[-n:]
@@ -192,11 +220,19 @@ def _valid(r: dict) -> bool:
 
 def staleness(rec: dict, installed: dict, profile, devices: dict) -> str | None:
     """Why a record no longer describes this machine (None: fresh).  ``devices``: devices_of(profile)."""
-    version = installed.get(rec["recipe"], {}).get(rec.get("dir"))
-    if version is None:
-        return "the build is no longer installed"
-    if version != rec.get("version"):
-        return f"the build is now {version}, measured {rec.get('version')}"
+    if rec.get("dir") == "system":
+        was = rec.get("binary") if isinstance(rec.get("binary"), dict) else {}
+        now = identity(was.get("path"))
+        if now is None:
+            return "the build on PATH that was measured is gone"
+        if now != was:
+            return "the build on PATH changed since it was measured"
+    else:
+        version = installed.get(rec["recipe"], {}).get(rec.get("dir"))
+        if version is None:
+            return "the build is no longer installed"
+        if version != rec.get("version"):
+            return f"the build is now {version}, measured {rec.get('version')}"
     key = rec["device"].get("key")
     if key not in devices:
         return "the device is no longer here"

@@ -830,7 +830,7 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
         dirname = install_dir_name(recipe, v.name, channel)  # rocm-nightly's speed is not rocm-stable's
         for r in recs:
             if r["dir"] == dirname and r["device"].get("key") == key and r["test"].startswith(prefix) \
-                    and "+" not in r["test"]:
+                    and "+" not in r["test"] and not r.get("noisy"):
                 best = by_model.setdefault(r["model"]["key"], {})
                 if v.name not in best or r["at"] > best[v.name]["at"]:  # tg128 and tg256: the latest run
                     best[v.name] = r
@@ -852,8 +852,8 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdi
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
     if settings.policy == "lemonade":
         return _first_with_installed_wins(cands)
-    if settings.policy == "measured":
-        v, why = _fastest(cands, recipe, settings)
+    if settings.policy == "measured":  # a measured system build competes on its speed like the others
+        v, why = _fastest([v for v in vs if v.supported], recipe, settings)
         if v is not None:
             return v, why
         fallback, fwhy = choose(vs, recipe, Settings(channel=settings.channel, prefer_system=settings.prefer_system,

@@ -62,7 +62,7 @@ VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
     "--timeout", "--from-file", "--allow-unverified", "--metric",  # verify, install, --policy measured
-    "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v",  # models and plan
+    "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v", "--parallel",  # models and plan
     "--backends", "--repetitions", "-r", "--prompt", "--gen",  # bench
 })
 

@@ -83,11 +83,13 @@ def _where_words(res: dict) -> str:
 @click.option("--backend", default=None, shell_complete=complete_backend, help="Judge this backend instead of the pick.")
 @click.option("--fits", "only_fits", is_flag=True, help="Only the models that fit on the picked device.")
 @click.option("--ctx-size", type=int, default=None, help="Judge every model at this context (default: the largest that fits).")
+@click.option("--parallel", type=int, default=1, show_default=True,
+              help="Slots: requests served at once, each with its own context (llama-server --parallel).")
 @click.option("--read-headers", is_flag=True,
               help="Read each model's GGUF header over the network (a few MB each, cached) for an exact fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'models').")
 @click.pass_context
-def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json, **kwargs):
+def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers, as_json, **kwargs):
     """Lemonade's models of RECIPE, largest first, and whether each fits on the picked device.
 
     The fit is exact for a model whose GGUF header was read (by `plan`, or --read-headers) and from
@@ -100,6 +102,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
     o = Opts(ctx, kwargs)
     if ctx_size is not None and ctx_size <= 0:
         raise Fail(EXIT_USAGE, f"--ctx-size {ctx_size}: a context is a positive number of tokens")
+    _check_parallel(parallel)
     profile, cat, d, v = _decision(o, recipe, backend)
     cache = _cache(o)
     rows = []
@@ -120,7 +123,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, read_headers, as_json,
         res = None
         if facts is not None and _gguf_recipe(d.recipe):
             try:
-                res = planner.fit_model(profile, d, v, facts, ctx_size)
+                res = planner.fit_model(profile, d, v, facts, ctx_size, parallel=parallel)
                 res["basis"] = "header"
             except fit.FitError as e:
                 note = str(e)
@@ -197,11 +200,14 @@ def _remember_checkpoint(cache: str, model) -> None:
 @click.option("--ctx-size", type=int, default=None, help="The context to plan for (default: the largest that fits).")
 @click.option("--cache-type-k", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of K.")
 @click.option("--cache-type-v", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of V.")
+@click.option("--parallel", type=int, default=1, show_default=True,
+              help="Slots: requests served at once, each with the planned context (llama-server --parallel).")
 @click.option("--exec", "do_exec", is_flag=True, help="Run the launch line (arguments after -- are passed on).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'plan').")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_type_v, do_exec, as_json, extra, **kwargs):
+def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_type_v, parallel, do_exec, as_json, extra,
+             **kwargs):
     """The launch line for MODEL on RECIPE's picked build: device, -ngl, --ctx-size, environment.
 
     Reads the model's GGUF header (from a file, or by range requests, never the weights).  Exit 0
@@ -216,6 +222,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     o = Opts(ctx, kwargs)
     if extra and not do_exec:
         raise Fail(EXIT_USAGE, f"unexpected arguments {' '.join(extra)!r}: arguments after -- go with --exec")
+    _check_parallel(parallel)
     profile, cat, d, v = _decision(o, recipe, backend)
     rec = cat.recipes[d.recipe]
     cache = _cache(o)
@@ -236,7 +243,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
             facts = source.facts(model, cache)
             _remember_checkpoint(cache, model)
             res = planner.fit_model(profile, d, v, facts, ctx_size, cache_type_k, cache_type_v,
-                                    _device_ids(cache, d.recipe, dirname, version))
+                                    _device_ids(cache, d.recipe, dirname, version), parallel)
         else:
             facts = None
             size = int(model.entry["size_gb"] * 1e9) if model.entry else _file_size(model.files[0])
@@ -287,6 +294,11 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         sys.exit(EXIT_UNSUPPORTED)
 
 
+def _check_parallel(n: int) -> None:
+    if n < 1:
+        raise Fail(EXIT_USAGE, f"--parallel {n}: the server needs at least one slot")
+
+
 def _file_size(path: str) -> int:
     from selector.models.gguf_header import ModelError
 
@@ -297,7 +309,7 @@ def _file_size(path: str) -> int:
 
 
 def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
-    from selector.models.planner import gib
+    from selector.models.planner import size
 
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
     where = f"{devs[0]['name']} ({devs[0]['described']})" if devs else "the CPU"
@@ -305,29 +317,39 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     s = res["status"]
     trained = res.get("trained_ctx")
     ctx = res.get("ctx")
+    n = res.get("parallel", 1)
+    slots = f", {n} slots of that context each" if n > 1 else ""
     if s == "fits":
         say(f"fits: all {res.get('n_layer', 0) + 1 if 'n_layer' in res else ''} layers"
             + (f", context {ctx}" + (" (the header gives no trained context; 4096 is assumed as its limit)"
                                      if trained is None else f" of {trained} trained" if trained != ctx
-                                     else " (its trained context)")
+                                     else " (its trained context)") + slots
                if ctx else "") if "n_layer" in res else "fits (from the file size)")
     elif s == "split":
         say(f"fits split over {len(res['devices'])} GPUs (--tensor-split {','.join(f'{x:g}' for x in res['tensor_split'])}), "
-            f"context {ctx}")
+            f"context {ctx}{slots}")
     elif s == "partial":
         say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the GPU (-ngl {res['ngl']}), the rest on the CPU, "
-            f"context {ctx}")
+            f"context {ctx}{slots}")
     elif s == "cpu":
-        say(f"runs on the CPU in system memory" + (f", context {ctx}" if ctx else ""))
+        say("runs on the CPU in system memory" + (f", context {ctx}" if ctx else "") + slots)
     else:
         say("does not fit" + (f" at context {ctx}" if ctx else ""), style="red")
     for x in res.get("devices", []):
-        parts = [f"{gib(x[k])} {w}" for k, w in (("weights_bytes", "weights"), ("kv_bytes", "KV"),
+        parts = [f"{size(x[k])} {w}" for k, w in (("weights_bytes", "weights"), ("kv_bytes", "KV"),
                                                    ("compute_bytes", "compute")) if x.get(k) is not None]
-        say(f"  {x['name']}: {' + '.join(parts) + ' = ' if parts else ''}{gib(x['needs_bytes'])} of "
-            f"{gib(x['budget_bytes'])} usable" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
-    if res.get("cpu_bytes") and s in ("partial", "cpu", "fits", "split"):
-        say(f"  system memory: {gib(res['cpu_bytes'])}" + (" (token embeddings, mapped)" if s in ("fits", "split") else ""))
+        say(f"  {x['name']}: {' + '.join(parts) + ' = ' if parts else ''}{size(x['needs_bytes'])} of "
+            f"{size(x['budget_bytes'])} usable" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
+    cpu = res.get("cpu")
+    if cpu and s in ("partial", "cpu", "fits", "split", "no"):
+        terms = [(cpu["weights"], "model (mapped)" if s == "cpu" or s == "no" and not res.get("devices") else
+                  "weights" if s in ("partial", "no") else "token embeddings (mapped)"),
+                 (cpu["repack"], "repacked"), (cpu["kv"], "KV"), (cpu["compute"], "compute"), (cpu["output"], "output")]
+        text = " + ".join(f"{size(b)} {w}" for b, w in terms if b)
+        budget = res.get("cpu_budget")
+        say(f"  system memory: {text} = {size(cpu['total'])}" + (f" of {size(budget)} usable" if budget else ""))
+    elif res.get("cpu_bytes") and s in ("partial", "cpu", "fits", "split"):
+        say(f"  system memory: {size(res['cpu_bytes'])}")
     for sug in res.get("suggest", []) if s in ("no", "partial") else []:
         say(f"  would fit better: {sug['says']}" + (f" ({' '.join(sug['flags'])})" if sug.get("flags") else ""))
     if out["speed_estimate"]:

@@ -14,6 +14,8 @@ from functools import lru_cache
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 _EXPERTS = re.compile(r"_exps\.|_exps$")
+# bumped when the facts gain a key the fit reads: cached facts of an older version are read again
+VERSION = 2
 
 
 class FactsError(Exception):
@@ -99,6 +101,7 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         if n:
             swa = [il % n < n - 1 for il in range(n_layer)]
     layer_bytes, expert_bytes = [0] * n_layer, [0] * n_layer
+    matmul: list[dict] = [{} for _ in range(n_layer)]
     other: dict[str, int] = {}
     params = 0
     for name, t in tensors.items():
@@ -108,6 +111,7 @@ def from_headers(where: str, headers: list[dict]) -> dict:
             layer_bytes[int(m[1])] += t["bytes"]
             if _EXPERTS.search(name):
                 expert_bytes[int(m[1])] += t["bytes"]
+            _add_matmul(matmul[int(m[1])], t)
         else:
             other[name] = t["bytes"]
     embd = tensors.get("token_embd.weight")
@@ -122,8 +126,15 @@ def from_headers(where: str, headers: list[dict]) -> dict:
     tied = "output.weight" not in tensors
     if tied:
         output_bytes += input_bytes  # llama.cpp loads token_embd again as the output layer
+    out_t = tensors.get("output.weight") or embd
+    output_matmul: dict = {}
+    if out_t is not None:
+        _add_matmul(output_matmul, out_t)
+    n_expert = k("expert_count", 0) if _count(k("expert_count", 0)) else 0
+    n_expert_used = k("expert_used_count", 0) if _count(k("expert_used_count", 0)) else 0
     ft = kv.get("general.file_type")
     return {
+        "version": VERSION,
         "source": where,
         "arch": arch,
         "name": kv.get("general.name") if isinstance(kv.get("general.name"), str) else None,
@@ -142,8 +153,9 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         "head_v": head_v,
         "n_swa": n_swa,
         "swa": swa,
-        "n_expert": k("expert_count", 0) if _count(k("expert_count", 0)) else 0,
-        "n_expert_used": k("expert_used_count", 0) if _count(k("expert_used_count", 0)) else 0,
+        "n_expert": n_expert,
+        "n_expert_used": n_expert_used,
+        "n_ff": [_ffn_width(tensors, il, n_expert_used, k("feed_forward_length", 0)) for il in range(n_layer)],
         "kv_lora_rank": k("attention.kv_lora_rank"),
         "recurrent": arch in fit_table()["recurrent"]["archs"],
         "layer_bytes": layer_bytes,
@@ -151,7 +163,38 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         "input_bytes": input_bytes,
         "output_bytes": output_bytes,
         "tied_embeddings": tied,
+        "matmul": matmul,
+        "output_matmul": output_matmul,
     }
+
+
+def _add_matmul(into: dict, t: dict) -> None:
+    """Count a weight a matrix multiplication reads (two or three dimensions: a matrix, or a stack of
+    experts) by type and by the row multiples the CPU's repacked layouts need (8 and 4 rows): what
+    catalogs/llamacpp-fit.json "cpu_repack" turns into the CPU_REPACK buffer."""
+    dims = t.get("dims") or []
+    if len(dims) not in (2, 3):
+        return
+    rows = dims[1]
+    b8, b4 = into.get(t["type"], (0, 0))
+    into[t["type"]] = [b8 + (t["bytes"] if rows % 8 == 0 else 0), b4 + (t["bytes"] if rows % 4 == 0 else 0)]
+
+
+def _ffn_width(tensors: dict, il: int, used: int, default) -> int:
+    """The feed-forward width one token runs through in layer ``il``: ffn_up's rows, or for a mixture
+    of experts the routed experts' rows times the experts used, plus a shared expert's."""
+    def rows(name):
+        t = tensors.get(f"blk.{il}.{name}.weight")
+        dims = t.get("dims") if t else None
+        return dims[1] if dims and len(dims) >= 2 else 0
+
+    dense = rows("ffn_up") or rows("ffn_gate")
+    routed = rows("ffn_up_exps") or rows("ffn_gate_exps")
+    width = dense + routed * max(used, 1 if routed else 0) + rows("ffn_up_shexp")
+    if width:
+        return width
+    d = default[il] if isinstance(default, list) and il < len(default) else default
+    return d if _count(d) else 0
 
 
 def _file_type(ft) -> str | None:

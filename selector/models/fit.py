@@ -1,19 +1,31 @@
-"""Where a model fits: the memory llama.cpp needs on each device, and the largest context.
+"""Where a model fits: the memory llama.cpp allocates on each device, and the largest context.
 
-Needs on a device = the weights of the layers it holds (exact: the tensor sizes in the header)
-+ the KV cache of those layers (exact: cells x KV heads x (key + value head size) x bytes per
-cached value, sliding-window layers capped at their window) + the compute buffer (estimated) + the
-runtime's reserve (estimated).  The rules and their sources are in catalogs/llamacpp-fit.json and
-docs/models.md; tests/test_models_fit.py holds them to sizes llama.cpp printed.
+One term per buffer llama.cpp prints when it loads a model (``-lv 4`` at build 11312), so a user
+can hold each number against the engine's own line:
 
-Pure arithmetic: no machine, no file.
+- **model buffer**: the bytes of the tensors a device holds (exact, from the header); on a CPU
+  build, the whole file mapped (``CPU_Mapped``) plus the layer weights the CPU repacks for its
+  kernels (``CPU_REPACK``: Q4_0, Q4_K, IQ4_NL, MXFP4 on AVX2, more on Arm);
+- **KV buffer**: cells x KV heads x (key + value head size) x bytes per cached value, per stream
+  (exact); sliding-window layers in their own, smaller cache;
+- **compute buffer**: the largest set of intermediate tensors alive at once while the worst-case
+  batch runs (estimated from the graph's shapes: attention, feed-forward, output) plus the
+  attention masks (exact);
+- **output buffer**: one row of logits per slot.
+
+The rules, their constants and the llama.cpp source of each are in catalogs/llamacpp-fit.json
+and docs/models.md; tests/test_real_engine.py holds every term to the sizes a real build prints,
+tests/test_models.py to public logs of GPU builds.  Pure arithmetic: no machine, no file.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from selector.models.facts import fit_table
 
 MIN_CTX = 2048  # below this a chat model is not useful; the search for the largest context stops here
+F32 = 4
 
 
 class FitError(Exception):
@@ -24,6 +36,46 @@ def _pad(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
+@dataclass(frozen=True)
+class Run:
+    """The engine parameters the memory depends on.  The launch line pins every one of them
+    (planner.llama_server_args), so the plan holds for the line it prints, whatever a newer build's
+    defaults are.
+
+    ``ctx`` is the context of one slot; ``parallel`` slots each get their own (``--ctx-size
+    ctx*parallel --parallel N``) unless ``unified``, where all slots share one pool of that size.
+    ``outputs`` is the rows of logits the engine reserves in its worst-case graph: one per slot
+    since ggml-org/llama.cpp#23861 (llama-server, 2026-05), the whole micro-batch before it.
+    """
+    ctx: int
+    parallel: int = 1
+    ubatch: int = 512
+    batch: int = 2048
+    flash_attn: bool = True
+    type_k: str = "f16"
+    type_v: str = "f16"
+    unified: bool = False
+    outputs: int | None = None
+
+    @property
+    def n_ctx(self) -> int:
+        """llama_context's n_ctx: the asked size padded to 256, a whole number of slots of it."""
+        pad = fit_table()["ctx_pad"]
+        total = _pad(self.ctx * self.parallel, pad)
+        if self.unified or self.parallel == 1:
+            return total
+        return _pad(total // self.parallel, pad) * self.parallel
+
+    @property
+    def tokens(self) -> int:
+        """The micro-batch the compute graph is reserved for: n_ubatch, at most n_batch and n_ctx."""
+        return min(self.ubatch, self.batch, self.n_ctx)
+
+    @property
+    def logit_rows(self) -> int:
+        return min(self.tokens, self.outputs if self.outputs is not None else self.parallel)
+
+
 def cache_bytes(type_: str) -> tuple[int, int]:
     t = fit_table()["cache_types"]
     if type_ not in t or type_ == "note":
@@ -32,51 +84,120 @@ def cache_bytes(type_: str) -> tuple[int, int]:
     return tuple(t[type_])
 
 
-def cells(facts: dict, ctx: int, n_ubatch: int | None = None, n_seq: int = 1) -> tuple[int, int]:
-    """(cells of a full-attention layer, cells of a sliding-window layer) for a context."""
-    tab = fit_table()
-    pad = tab["ctx_pad"]
-    full = _pad(ctx, pad)
-    ub = n_ubatch or tab["n_ubatch"]
-    swa = min(full, _pad(min(full, facts["n_swa"] * n_seq + ub), pad)) if facts["n_swa"] else full
-    return full, swa
+def cells(facts: dict, run: Run) -> tuple[int, int, int]:
+    """(streams, cells per stream of a full-attention layer, of a sliding-window layer)."""
+    pad = fit_table()["ctx_pad"]
+    streams = 1 if run.unified else run.parallel
+    full = run.n_ctx // streams
+    if not facts["n_swa"]:
+        return streams, full, full
+    window = facts["n_swa"] * (run.parallel if run.unified else 1) + run.ubatch
+    return streams, full, min(full, _pad(min(full, window), pad))
 
 
-def kv_bytes(facts: dict, ctx: int, type_k: str = "f16", type_v: str = "f16", layers=None,
-             n_ubatch: int | None = None) -> dict:
-    """K and V bytes of the KV cache over ``layers`` (default all), llama_kv_cache's arithmetic."""
+def kv_bytes(facts: dict, run: Run, layers=None) -> dict:
+    """K and V bytes of the KV cache over ``layers`` (default all): llama_kv_cache's tensors,
+    n_embd_k_gqa x cells x streams per layer, the sliding-window layers in their own cache."""
+    zero = {"k": 0, "v": 0, "total": 0, "swa": 0, "cells": 0, "swa_cells": 0, "streams": 1}
     if facts.get("recurrent") and not any(facts["n_head_kv"]):
-        return {"k": 0, "v": 0, "total": 0, "cells": 0, "swa_cells": 0}
-    full, swa = cells(facts, ctx, n_ubatch)
-    kb, kd = cache_bytes(type_k)
-    vb, vd = cache_bytes(type_v)
-    k = v = 0
+        return zero
+    streams, full, swa = cells(facts, run)
+    kb, kd = cache_bytes(run.type_k)
+    vb, vd = cache_bytes(run.type_v)
+    k = v = swa_bytes = 0
     for il in range(facts["n_layer"]) if layers is None else layers:
         heads = facts["n_head_kv"][il]
         if not heads:
             continue  # a recurrent or attention-free layer: no KV cells
-        n = swa if facts["swa"][il] else full
-        k += n * heads * facts["head_k"] * kb // kd
-        v += n * heads * facts["head_v"] * vb // vd
-    return {"k": k, "v": v, "total": k + v, "cells": full, "swa_cells": swa}
+        n = (swa if facts["swa"][il] else full) * streams
+        lk = n * heads * facts["head_k"] * kb // kd
+        lv = n * heads * facts["head_v"] * vb // vd
+        k, v = k + lk, v + lv
+        if facts["swa"][il]:
+            swa_bytes += lk + lv
+    return {"k": k, "v": v, "total": k + v, "swa": swa_bytes, "cells": full, "swa_cells": swa, "streams": streams}
 
 
-def compute_bytes(facts: dict, ctx: int, flash_attn: bool, with_output: bool, n_ubatch: int | None = None) -> int:
-    """The compute buffer on a GPU: an estimate (catalogs/llamacpp-fit.json "compute_buffer")."""
-    tab = fit_table()
-    ub = min(n_ubatch or tab["n_ubatch"], _pad(ctx, tab["ctx_pad"]))
-    full, _ = cells(facts, ctx, n_ubatch)
-    attn = 0 if flash_attn else ub * full * max(facts["n_head"] or [0]) * 4
-    logits = ub * facts["n_vocab"] * 4 if with_output else 0
-    return max(attn, logits) + ub * facts["n_embd"] * 4 * tab["compute_buffer"]["activation_rows"]
+def mask_bytes(facts: dict, run: Run, layers=None) -> int:
+    """The attention masks, inputs of the graph: one per kind of attention the layers use (full,
+    sliding window), cells per stream x tokens, f16 with flash attention and f32 without
+    (llm_graph_input_attn_kv: self_kq_mask, and self_kq_mask_swa)."""
+    if facts.get("recurrent") and not any(facts["n_head_kv"]):
+        return 0
+    _streams, full, swa = cells(facts, run)
+    idx = range(facts["n_layer"]) if layers is None else layers
+    kinds = {bool(facts["swa"][il]) for il in idx if facts["n_head_kv"][il]}
+    each = 2 if run.flash_attn else F32
+    return sum((swa if k else full) * run.tokens * each for k in kinds)
+
+
+def compute_bytes(facts: dict, run: Run, where: str = "gpu", layers=None, with_output: bool = True) -> int:
+    """The compute buffer: the largest set of intermediate tensors alive at once (an estimate; llama.cpp
+    measures it by allocating the worst-case graph, catalogs/llamacpp-fit.json "compute_buffer").
+
+    ``where``: "gpu" (a device holding layers: the peak), "cpu" (a CPU build: the peak and the
+    masks, which are graph inputs on the CPU), "host" (a GPU build's CPU side: the masks and the
+    token embeddings it looks up)."""
+    tab = fit_table()["compute_buffer"]
+    t = run.tokens
+    idx = list(range(facts["n_layer"]) if layers is None else layers)
+    masks = mask_bytes(facts, run, idx)
+    if where == "host":
+        return masks + t * facts["n_embd"] * F32
+    if not idx and not with_output:
+        return 0
+    e = facts["n_embd"]
+    q = max((facts["n_head"][il] for il in idx), default=0) * facts["head_k"]
+    ekv = max((facts["n_head_kv"][il] for il in idx), default=0) * facts["head_k"]
+    heads = max((facts["n_head"][il] for il in idx), default=0)
+    _s, full, swa = cells(facts, run)
+    n_kv = max((swa if facts["swa"][il] else full for il in idx if facts["n_head_kv"][il]), default=0)
+    a = tab["attention"]
+    attn = t * (a["n_embd"] * e + a["n_embd_q"] * q + a["n_embd_kv"] * ekv) * F32
+    if not run.flash_attn:
+        attn += t * n_kv * heads * F32  # KQ, scores of every head over every cell
+    f = tab["feed_forward"]
+    width = max((facts["n_ff"][il] for il in idx), default=0) if facts.get("n_ff") else 0
+    ffn = t * (f["n_embd"] * e + f["n_ff"] * width) * F32 if idx else 0
+    out = (run.logit_rows * facts["n_vocab"] + t * e) * F32 if with_output else 0
+    peak = max(attn if idx else 0, ffn, out)
+    return peak + masks if where == "cpu" else peak
+
+
+def output_bytes(facts: dict, run: Run) -> int:
+    """The output buffer: a row of logits (n_vocab floats) per slot, in system memory
+    (llama_context::output_reserve(n_seq_max))."""
+    return facts["n_vocab"] * max(run.parallel, 1) * F32
+
+
+def repack_bytes(facts: dict, cpu_arch: str | None, cpu_flags, layers=None, with_output: bool = True) -> int:
+    """The CPU_REPACK buffer: the matrix weights the CPU backend copies into its interleaved layouts,
+    by type, row multiple and the CPU features its kernels need (catalogs/llamacpp-fit.json
+    "cpu_repack", from ggml-cpu/repack.cpp)."""
+    rules = fit_table()["cpu_repack"].get(cpu_arch or "", [])
+    flags = set(cpu_flags or ())
+    usable = {}
+    for r in rules:
+        if r["type"] not in usable and any(set(need) <= flags for need in r["any_of"]):
+            usable[r["type"]] = 0 if r["rows"] == 8 else 1
+    if not usable:
+        return 0
+    total = 0
+    blocks = [facts["matmul"][il] for il in (range(facts["n_layer"]) if layers is None else layers)]
+    if with_output:
+        blocks.append(facts.get("output_matmul") or {})
+    for b in blocks:
+        for type_, sizes in b.items():
+            if type_ in usable:
+                total += sizes[usable[type_]]
+    return total
 
 
 def reserve(backend: str) -> int:
     return fit_table()["reserve"].get(backend, fit_table()["reserve"]["cpu"])
 
 
-def on_gpu(facts: dict, ngl: int, ctx: int, flash_attn: bool, type_k="f16", type_v="f16",
-           layers=None, with_output=None) -> dict:
+def on_gpu(facts: dict, ngl: int, run: Run, layers=None, with_output=None) -> dict:
     """Bytes on one GPU holding ``layers`` (default: the last ``ngl``, as llama.cpp offloads)."""
     n_layer = facts["n_layer"]
     if layers is None:
@@ -84,20 +205,33 @@ def on_gpu(facts: dict, ngl: int, ctx: int, flash_attn: bool, type_k="f16", type
     if with_output is None:
         with_output = ngl > n_layer
     weights = sum(facts["layer_bytes"][il] for il in layers) + (facts["output_bytes"] if with_output else 0)
-    kv = kv_bytes(facts, ctx, type_k, type_v, layers)["total"]
-    compute = compute_bytes(facts, ctx, flash_attn, with_output) if (layers or with_output) else 0
-    return {"weights": weights, "kv": kv, "compute": compute, "total": weights + kv + compute}
+    kv = kv_bytes(facts, run, layers)
+    compute = compute_bytes(facts, run, "gpu", layers, with_output) if (layers or with_output) else 0
+    return {"weights": weights, "kv": kv["total"], "kv_swa": kv["swa"], "compute": compute,
+            "total": weights + kv["total"] + compute}
 
 
-def on_cpu(facts: dict, ngl: int, ctx: int, type_k="f16", type_v="f16") -> dict:
-    """Bytes in system memory: token_embd always, and what -ngl leaves on the CPU."""
+def on_cpu(facts: dict, ngl: int, run: Run, cpu: tuple | None = None) -> dict:
+    """Bytes in system memory.  ``cpu`` = (arch, flags) for a CPU build: every layer runs there, the
+    whole file is mapped and the repacked weights come on top.  Otherwise a GPU build: token_embd
+    always, and the layers -ngl leaves on the CPU, its masks and the output buffer."""
     n_layer = facts["n_layer"]
-    kept = range(0, max(0, n_layer - min(ngl, n_layer)))
-    weights = facts["input_bytes"] + sum(facts["layer_bytes"][il] for il in kept)
-    if ngl <= n_layer:
-        weights += facts["output_bytes"] - (facts["input_bytes"] if facts["tied_embeddings"] else 0)
-    kv = kv_bytes(facts, ctx, type_k, type_v, kept)["total"]
-    return {"weights": weights, "kv": kv, "total": weights + kv}
+    if cpu is not None:
+        weights = facts["weights_bytes"]
+        repack = repack_bytes(facts, cpu[0], cpu[1])
+        kv = kv_bytes(facts, run)
+        compute = compute_bytes(facts, run, "cpu")
+    else:
+        kept = range(0, max(0, n_layer - min(ngl, n_layer)))
+        weights = facts["input_bytes"] + sum(facts["layer_bytes"][il] for il in kept)
+        if ngl <= n_layer:
+            weights += facts["output_bytes"] - (facts["input_bytes"] if facts["tied_embeddings"] else 0)
+        repack = 0
+        kv = kv_bytes(facts, run, kept)
+        compute = compute_bytes(facts, run, "host")
+    out = output_bytes(facts, run)
+    return {"weights": weights, "repack": repack, "kv": kv["total"], "kv_swa": kv["swa"], "compute": compute,
+            "output": out, "total": weights + repack + kv["total"] + compute + out}
 
 
 def _largest_ctx(fits, lo: int, hi: int) -> int | None:
@@ -117,92 +251,107 @@ def _largest_ctx(fits, lo: int, hi: int) -> int | None:
     return a * step
 
 
-def plan(facts: dict, devices: list[dict], backend: str, ctx: int | None = None, flash_attn: bool = True,
-         type_k: str = "f16", type_v: str = "f16", cpu_budget: int | None = None) -> dict:
+def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None, cpu_budget: int | None = None,
+         cpu: tuple | None = None, ctx: int | None = None) -> dict:
     """Where the model goes.  ``devices``: the GPUs the build serves, best first, each
     ``{"name", "budget"}`` (bytes an engine may allocate there, the reserve not yet taken off).
+    ``run``: the engine parameters; its ``ctx`` is the context asked for, or 0 for the largest
+    that fits (``ctx=`` says the same).  ``cpu``: (arch, flags) of the machine, for a CPU build's
+    repacked weights.
 
     Answer ``status``: "fits" (one device, context ``ctx``), "split" (all layers over several
     devices by ``tensor_split``), "partial" (``ngl`` of the layers on the first device, the rest on
     the CPU), "cpu" (a CPU build: it fits in system memory), or "no" (with ``suggest``).
     """
-    cache_bytes(type_k), cache_bytes(type_v)
+    run = run or Run(ctx=0)
+    if ctx is not None:
+        run = replace(run, ctx=ctx)
+    asked = run.ctx or None
+    cache_bytes(run.type_k), cache_bytes(run.type_v)
+    if run.parallel < 1:
+        raise FitError(f"--parallel {run.parallel}: the server needs at least one slot")
     n_layer = facts["n_layer"]
     train = facts.get("n_ctx_train") or 4096
-    if ctx is not None:
-        if ctx <= 0:
-            raise FitError(f"--ctx-size {ctx}: a context is a positive number of tokens")
-        if ctx > train and facts.get("n_ctx_train"):
-            raise FitError(f"--ctx-size {ctx} is past the context the model was trained for ({train}); "
+    if asked is not None:
+        if asked <= 0:
+            raise FitError(f"--ctx-size {asked}: a context is a positive number of tokens")
+        if asked > train and facts.get("n_ctx_train"):
+            raise FitError(f"--ctx-size {asked} is past the context the model was trained for ({train}); "
                            "llama.cpp would need rope scaling (--rope-scaling) for that")
-        train = max(train, ctx)
+        train = max(train, asked)
     lo = min(MIN_CTX, train)
     all_layers = n_layer + 1
-    res = {"backend": backend, "n_layer": n_layer, "trained_ctx": facts.get("n_ctx_train"), "flash_attn": flash_attn,
-           "type_k": type_k, "type_v": type_v}
+    res = {"backend": backend, "n_layer": n_layer, "trained_ctx": facts.get("n_ctx_train"),
+           "flash_attn": run.flash_attn, "type_k": run.type_k, "type_v": run.type_v, "parallel": run.parallel,
+           "ubatch": run.ubatch, "batch": run.batch, "unified": run.unified}
     gpus = [d for d in devices if d.get("budget")]
-
-    def cpu_need(ngl, c):
-        return on_cpu(facts, ngl, c, type_k, type_v)["total"]
+    at = lambda c: replace(run, ctx=c)  # noqa: E731
 
     if backend == "cpu" or not gpus:
         budget = (cpu_budget or 0) - reserve("cpu")
-        need = lambda c: cpu_need(0, c) + compute_bytes(facts, c, flash_attn, True)  # noqa: E731
-        got = ctx if ctx is not None and need(ctx) <= budget else (
-            None if ctx is not None else _largest_ctx(lambda c: need(c) <= budget, lo, train))
+        need = lambda c: on_cpu(facts, 0, at(c), cpu or ("", ()))  # noqa: E731
+        fits = lambda c: need(c)["total"] <= budget  # noqa: E731
+        got = (asked if fits(asked) else None) if asked is not None else _largest_ctx(fits, lo, train)
+        c = got or asked or lo
+        base = {**res, "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0, "cpu": need(c), "cpu_bytes": need(c)["total"],
+                "cpu_budget": max(budget, 0), "devices": []}
         if got is None:
-            return {**res, "status": "no", "ctx": ctx or lo, "ngl": 0, "cpu_bytes": need(ctx or lo),
-                    "cpu_budget": max(budget, 0), "devices": [],
-                    "suggest": _suggest(facts, need(ctx or lo) - budget, ctx or lo, type_k, type_v,
-                                        lambda c: need(c) <= budget)}
-        return {**res, "status": "cpu", "ctx": got, "ngl": 0, "cpu_bytes": need(got), "cpu_budget": budget,
-                "devices": []}
+            return {**base, "status": "no",
+                    "suggest": _suggest(facts, need(c)["total"] - budget, at(c), fits)}
+        return {**base, "status": "cpu"}
 
     first = gpus[0]
     budget0 = first["budget"] - reserve(backend)
 
     def one(c):
-        return on_gpu(facts, all_layers, c, flash_attn, type_k, type_v)["total"] <= budget0
+        return on_gpu(facts, all_layers, at(c))["total"] <= budget0
 
-    got = (ctx if one(ctx) else None) if ctx is not None else _largest_ctx(one, lo, train)
+    got = (asked if one(asked) else None) if asked is not None else _largest_ctx(one, lo, train)
     if got is not None:
-        need = on_gpu(facts, all_layers, got, flash_attn, type_k, type_v)
-        return {**res, "status": "fits", "ctx": got, "ngl": all_layers,
-                "devices": [_dev(first, need, budget0)], "cpu_bytes": on_cpu(facts, all_layers, got)["total"]}
+        need = on_gpu(facts, all_layers, at(got))
+        host = on_cpu(facts, all_layers, at(got))
+        return {**res, "status": "fits", "ctx": got, "n_ctx": at(got).n_ctx, "ngl": all_layers,
+                "devices": [_dev(first, need, budget0)], "cpu": host, "cpu_bytes": host["total"]}
     if len(gpus) > 1:
-        split = _split(facts, gpus, backend, flash_attn, type_k, type_v)
-        got = (ctx if split(ctx) else None) if ctx is not None else _largest_ctx(lambda c: split(c) is not None, lo, train)
+        split = _split(facts, gpus, backend, run)
+        got = (asked if split(asked) else None) if asked is not None else \
+            _largest_ctx(lambda c: split(c) is not None, lo, train)
         if got is not None:
             shares, needs = split(got)
-            return {**res, "status": "split", "ctx": got, "ngl": all_layers, "tensor_split": shares,
+            host = on_cpu(facts, all_layers, at(got))
+            return {**res, "status": "split", "ctx": got, "n_ctx": at(got).n_ctx, "ngl": all_layers,
+                    "tensor_split": shares,
                     "devices": [_dev(g, n, g["budget"] - reserve(backend)) for g, n in zip(gpus, needs)],
-                    "cpu_bytes": on_cpu(facts, all_layers, got)["total"]}
-    c = ctx if ctx is not None else min(train, 4096)
+                    "cpu": host, "cpu_bytes": host["total"]}
+    c = asked if asked is not None else min(train, 4096)
     k = 0
     for ngl in range(n_layer, 0, -1):
-        if on_gpu(facts, ngl, c, flash_attn, type_k, type_v)["total"] <= budget0:
+        if on_gpu(facts, ngl, at(c))["total"] <= budget0:
             k = ngl
             break
-    cpu = on_cpu(facts, k, c, type_k, type_v)["total"]
+    host = on_cpu(facts, k, at(c))
     cpu_room = (cpu_budget or 0) - reserve("cpu")
-    full = on_gpu(facts, all_layers, c, flash_attn, type_k, type_v)["total"]
-    suggest = _suggest(facts, full - budget0, c, type_k, type_v, one)
-    if k and (cpu_budget is None or cpu <= cpu_room):
-        need = on_gpu(facts, k, c, flash_attn, type_k, type_v)
-        return {**res, "status": "partial", "ctx": c, "ngl": k, "devices": [_dev(first, need, budget0)],
-                "cpu_bytes": cpu, "suggest": suggest}
-    return {**res, "status": "no", "ctx": c, "ngl": 0, "devices": [_dev(first, on_gpu(facts, all_layers, c, flash_attn,
-            type_k, type_v), budget0)], "cpu_bytes": on_cpu(facts, 0, c)["total"], "suggest": suggest}
+    full = on_gpu(facts, all_layers, at(c))["total"]
+    suggest = _suggest(facts, full - budget0, at(c), one)
+    if k and (cpu_budget is None or host["total"] <= cpu_room):
+        need = on_gpu(facts, k, at(c))
+        return {**res, "status": "partial", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": k,
+                "devices": [_dev(first, need, budget0)], "cpu": host, "cpu_bytes": host["total"], "suggest": suggest}
+    host0 = on_cpu(facts, 0, at(c))
+    return {**res, "status": "no", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0,
+            "devices": [_dev(first, on_gpu(facts, all_layers, at(c)), budget0)],
+            "cpu": host0, "cpu_bytes": host0["total"], "suggest": suggest}
 
 
 def _dev(d: dict, need: dict, budget: int) -> dict:
     return {"name": d["name"], "needs_bytes": need["total"], "weights_bytes": need["weights"],
-            "kv_bytes": need["kv"], "compute_bytes": need["compute"], "budget_bytes": max(budget, 0),
+            "kv_bytes": need["kv"], "kv_swa_bytes": need["kv_swa"], "compute_bytes": need["compute"],
+            "budget_bytes": max(budget, 0),
             **({"memory": d["memory"](need["total"])} if callable(d.get("memory")) else {}),
             **({"id": d["id"]} if d.get("id") else {})}
 
 
-def _split(facts, gpus, backend, flash_attn, type_k, type_v):
+def _split(facts, gpus, backend, run: Run):
     """A layer split over ``gpus`` in proportion to their room, as --tensor-split does; the last
     device holds the output layer.  Returns a function of the context: (shares, needs) or None."""
     budgets = [g["budget"] - reserve(backend) for g in gpus]
@@ -218,29 +367,30 @@ def _split(facts, gpus, backend, flash_attn, type_k, type_v):
         bounds.append(range(start, round(acc / total * n_layer)))
 
     def check(c):
-        needs = [on_gpu(facts, 0, c, flash_attn, type_k, type_v, layers=r, with_output=(i == len(gpus) - 1))
+        needs = [on_gpu(facts, 0, replace(run, ctx=c), layers=r, with_output=(i == len(gpus) - 1))
                  for i, r in enumerate(bounds)]
         return (shares, needs) if all(n["total"] <= b for n, b in zip(needs, budgets)) else None
 
     return check
 
 
-def _suggest(facts, short: int, ctx: int, type_k: str, type_v: str, fits) -> list[dict]:
-    """What would fit instead of ``short`` bytes too many at ``ctx``: a q8_0 cache, the largest
-    context that fits (``fits(ctx)``: all layers at that context), a smaller quantization."""
+def _suggest(facts, short: int, run: Run, fits) -> list[dict]:
+    """What would fit instead of ``short`` bytes too many at ``run.ctx``: a q8_0 cache, the largest
+    context that fits (``fits(ctx)``), a smaller quantization."""
     out = []
-    kv = kv_bytes(facts, ctx, type_k, type_v)["total"]
-    if type_k == "f16" and kv:
-        saved = kv - kv_bytes(facts, ctx, "q8_0", "q8_0")["total"]
+    kv = kv_bytes(facts, run)["total"]
+    if run.type_k == "f16" and kv:
+        saved = kv - kv_bytes(facts, replace(run, type_k="q8_0", type_v="q8_0"))["total"]
         if saved >= short:
             out.append({"kind": "cache_type", "flags": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"],
                         "says": f"a q8_0 KV cache saves {saved / (1 << 30):.1f} GiB (needs flash attention for V)"})
     step = fit_table()["ctx_pad"]
-    if kv and ctx > step:
-        smaller = _largest_ctx(fits, step, ctx - step)
+    if kv and run.ctx > step:
+        smaller = _largest_ctx(fits, step, run.ctx - step)
         if smaller is not None:
-            out.append({"kind": "ctx_size", "flags": ["--ctx-size", str(smaller)],
-                        "says": f"a context of {smaller} tokens fits"})
+            out.append({"kind": "ctx_size", "flags": ["--ctx-size", str(smaller * run.parallel)],
+                        "says": f"a context of {smaller} tokens" + (" per slot" if run.parallel > 1 else "")
+                                + " fits"})
     weights = facts["weights_bytes"]
     if weights > short:
         out.append({"kind": "quant", "max_weights_bytes": weights - short,

@@ -236,7 +236,8 @@ def _parse(s: _Stream) -> dict:
         count = 1
         for d in dims:
             count *= d
-        tensors[name] = {"elements": count, "bytes": count // block * size, "type": GGMLQuantizationType(ttype).name}
+        tensors[name] = {"elements": count, "bytes": count // block * size, "type": GGMLQuantizationType(ttype).name,
+                         "dims": list(dims)}
     return {"version": version, "kv": kv, "tensors": tensors, "header_bytes": s.offset()}
 
 

@@ -82,36 +82,40 @@ def _where(mem):
 
 
 def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, type_k="f16", type_v="f16",
-              device_ids: dict | None = None) -> dict:
+              device_ids: dict | None = None, parallel: int = 1) -> dict:
     runtime = runtime_of(decision, verdict)
     devs = targets(profile, decision, verdict, device_ids)
     fa = runtime in fit.fit_table()["flash_attention"]["backends"]
     if type_v != "f16" and not fa:
         raise fit.FitError(f"a quantized V cache (--cache-type-v {type_v}) needs flash attention, which "
                            f"llama.cpp's {runtime} backend lacks")
-    res = fit.plan(facts, devs, runtime, ctx, fa, type_k, type_v, profile.cpu.memory_bytes)
+    on_cpu = not devs  # the build runs on the CPU alone: its weights are mapped and repacked there
+    cpu = (profile.cpu.arch, tuple(profile.cpu.flags or ())) if on_cpu else None
+    run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v)
+    res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu)
     res["runtime"] = runtime
+    res["gpu_layers"] = not on_cpu  # whether the line says -ngl: a build running on the CPU has no GPU to give layers
     return res
 
 
 def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str]:
+    """llama-server's line for the plan, pinning every parameter the memory depends on (the context
+    of all slots, the slots and whether they share one cache, the batch sizes, flash attention, the
+    cache types, the layers on the GPU), so a build with other defaults allocates what the plan says."""
     args = list(model_arg)
-    args += ["--ctx-size", str(res["ctx"])]
-    if res["status"] in ("fits", "split", "partial"):
-        args += ["-ngl", str(res["ngl"])]
-    else:
-        args += ["-ngl", "0"]
+    args += ["--ctx-size", str(res["ctx"] * res.get("parallel", 1)), "--parallel", str(res.get("parallel", 1))]
+    if res.get("parallel", 1) > 1:
+        args += ["--kv-unified" if res.get("unified") else "--no-kv-unified"]
+    args += ["--batch-size", str(res.get("batch", 2048)), "--ubatch-size", str(res.get("ubatch", 512))]
+    args += ["--flash-attn", "on" if res["flash_attn"] else "off"]
+    args += ["--cache-type-k", res["type_k"], "--cache-type-v", res["type_v"]]
+    if res.get("gpu_layers", True) and res["status"] != "cpu":
+        args += ["-ngl", str(res["ngl"] if res["status"] in ("fits", "split", "partial") else 0)]
     if res.get("tensor_split"):
         args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
     ids = [d.get("id") for d in res.get("devices", [])]
     if ids and all(ids) and res["status"] != "cpu":
         args += ["--device", ",".join(ids)]
-    if res["flash_attn"]:
-        args += ["--flash-attn", "on"]
-    if res["type_k"] != "f16":
-        args += ["--cache-type-k", res["type_k"]]
-    if res["type_v"] != "f16":
-        args += ["--cache-type-v", res["type_v"]]
     return args
 
 
@@ -184,6 +188,13 @@ def active_bytes(facts: dict) -> int:
 
 def gib(n) -> str:
     return f"{n / GIB:.1f} GiB" if n is not None else "-"
+
+
+def size(n) -> str:
+    """Bytes in the unit llama.cpp prints its buffers in (MiB), GiB from 1 GiB up."""
+    if n is None:
+        return "-"
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.2f} MiB"
 
 
 def exe_path(cache: str, recipe: str, dirname: str, binary: str | None, os_name: str) -> str | None:

@@ -182,7 +182,8 @@ def facts(model: Model, cache: str | None, session=None, limits=None, env=None, 
     ident = _identity(model.files)
     if rec and not refresh:
         old = store.read(rec)
-        if old and old.get("files") == model.files and old.get("identity") == ident and isinstance(old.get("facts"), dict):
+        if old and old.get("files") == model.files and old.get("identity") == ident and isinstance(old.get("facts"), dict) \
+                and old["facts"].get("version") == F.VERSION:
             return old["facts"]
     if not read_allowed:
         return None
