@@ -508,6 +508,9 @@ def enrich(expected: dict | None, profile) -> dict | None:
     return expected
 
 
+BUILD = re.compile(r"\(build (\d+), commit ([0-9a-f]+)\)")
+
+
 def verify_build(exe: str | None, step: dict, expected: dict | None, *, run_env: dict | None = None,
                  timeout: float = DEFAULT_TIMEOUT, lib_dirs=(), spec: dict | None = None, profile=None,
                  recipe: str = "", backend: str = "") -> dict:
@@ -542,4 +545,6 @@ def verify_build(exe: str | None, step: dict, expected: dict | None, *, run_env:
     }
     if res["verdict"] in (NO_GPU, OTHER):
         report["causes"] = causes(profile, expected, step.get("backend", backend), env)
+    own = BUILD.search(both)  # llama.cpp's --version: "version: 0.5.0-dev (build 11312, commit 0c1e570)"
+    report["build"] = {"number": int(own[1]), "commit": own[2]} if own else None
     return report

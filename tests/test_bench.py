@@ -51,13 +51,18 @@ FAKE = textwrap.dedent('''\
         if (n_p or n_g) == 0:
             continue
         row = dict(sample[0])
-        row.update(n_prompt=n_p, n_gen=n_g, avg_ts=ts, stddev_ts=ts / 100, samples_ts=[ts] * int(opt("-r", 5)),
+        spread = ts / 100
+        if mode == "noisy" or (mode == "noisy-once" and not os.path.exists({child!r} + ".ran")):
+            spread = ts / 2  # a busy machine: runs of 5, 25 and 234 t/s
+        row.update(n_prompt=n_p, n_gen=n_g, avg_ts=ts, stddev_ts=spread, samples_ts=[ts] * int(opt("-r", 5)),
                    model_filename=opt("-m", ""), build_number={build})
         if mode == "cpu":
             row.update(backends="CPU", gpu_info="", n_gpu_layers=0)
         if mode == "nan":
             row.update(avg_ts=float("nan"))
         out.append(row)
+    if mode == "noisy-once":
+        open({child!r} + ".ran", "w").close()
     print("[2026-12-01 10:00:00] ggml_vulkan: Found 1 Vulkan devices:")
     print(json.dumps(out, indent=2))
 ''')
@@ -307,3 +312,39 @@ def test_a_result_measured_on_the_cpu_is_fresh_and_used(cli, tmp_path, model):
     d = cli("pick", "llamacpp", "--root", pi, "--cache-dir", str(tmp_path), "--policy", "measured",
             "--json").json()["recipes"]["llamacpp"]
     assert d["backend"] == "cpu" and d["reason"].startswith("measured: cpu 11 t/s vs vulkan 9 t/s")
+
+
+def test_a_noisy_result_is_measured_again_then_kept_but_never_chosen(cli, tmp_path, model):
+    """ggml-org's runs on a busy machine: tg128 88.1 ± 126.4 would have won; a spread over a tenth of
+    the mean is measured once more, and when it stays so the result is marked and never picks."""
+    install(tmp_path, "vulkan", mode="noisy", tg=200.0)
+    install(tmp_path, "rocm-stable", tg=100.0, version="b10470", build=10470)
+    r = bench(cli, tmp_path, model, "--json")
+    assert r.rc == 0, r.err
+    assert "bench vulkan: the runs of pp512, tg128 varied by more than 10% of their mean" in r.err
+    out = r.json()
+    by = {x["backend"]: x for x in out["results"]}
+    assert by["vulkan"]["tests"]["tg128"]["noisy"] and not by["rocm"]["tests"]["tg128"].get("noisy")
+    assert out["winner"] == "rocm"
+    p = pick(cli, tmp_path, "--policy", "measured")
+    assert p["backend"] == "rocm" and p["reason"].startswith("measured: rocm 100 t/s")
+    human = bench(cli, tmp_path, model)
+    assert "200.0 ± 100.0 noisy" in human.out and "never chosen by --policy measured" in human.out
+
+
+def test_a_result_steady_the_second_time_is_the_one_kept(cli, tmp_path, model):
+    install(tmp_path, "vulkan", mode="noisy-once", tg=200.0, child=str(tmp_path / "vulkan-bench"))
+    install(tmp_path, "rocm-stable", tg=100.0, version="b10470", build=10470)
+    r = bench(cli, tmp_path, model, "--json")
+    assert r.rc == 0, r.err
+    by = {x["backend"]: x for x in r.json()["results"]}
+    assert "measuring again" in r.err and not by["vulkan"]["tests"]["tg128"].get("noisy")
+    assert by["vulkan"]["tests"]["tg128"]["stddev_ts"] == 2.0 and r.json()["winner"] == "vulkan"
+
+
+def test_a_build_that_says_another_version_than_its_record_is_named(cli, tmp_path, model):
+    install(tmp_path, "vulkan", tg=200.0, version="b10375", build=11312)
+    r = bench(cli, tmp_path, model, "--backends", "vulkan")
+    assert r.rc == 0, r.err
+    assert "the install record says b10375, the build itself says build 11312" in r.err
+    assert "b10375 (says b11312)" in r.out

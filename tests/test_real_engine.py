@@ -145,7 +145,12 @@ def test_install_from_file_then_verify_runs_the_installed_build(installed_cache)
     assert r.rc == 0, r.err + r.out
     v = r.json()
     assert v["verdict"] == "verified" and v["path"].startswith(installed_cache)
-    assert v["command"][1:] == ["--list-devices"] and v["devices"] == []  # a CPU build lists no GPU
+    assert v["command"][1:] == ["--version"]  # a CPU build has no device to list: it must start
+    build, commit = E.version()
+    assert v["build"] == {"number": int(build), "commit": commit}
+    # installed under the pinned release's name, the build says otherwise: verify shows both
+    assert v["version_note"] == (f"the install record says b10375; the build itself says build {build} "
+                                 f"(commit {commit})")
 
 
 def test_bench_measures_the_build_on_path_and_reads_its_own_version(gguf, system_path, tmp_path):

@@ -65,6 +65,11 @@ def verify_recipe(o: Opts, name: str, backend: str | None, timeout: float, path:
                               profile=profile, recipe=name, backend=d.backend if backend else "")
     head = {"schema_version": 1, "recipe": name, "backend": d.backend,
             "dir": None if d.backend == "system" else dirname, "path": where}
+    recorded = o.installed().get(name, {}).get(dirname) if d.backend != "system" else None
+    own = rep.get("build")
+    if own and recorded and recorded.startswith("b") and recorded != f"b{own['number']}":
+        rep["version_note"] = (f"the install record says {recorded}; the build itself says build {own['number']} "
+                               f"(commit {own['commit']})")
     return {**head, **rep}
 
 
@@ -79,6 +84,8 @@ def print_report(rep: dict, err: bool = False) -> None:
              + ("" if rep["status"] is None else f" (exit {rep['status']})"))
     for line in rep.get("evidence") or []:
         echo(f"  evidence  {line}")
+    if rep.get("version_note"):
+        echo(f"  note      {rep['version_note']}")
     if rep.get("causes"):
         echo("  likely causes:")
         for c in rep["causes"]:
