@@ -206,6 +206,9 @@ class Machine:
         self.intel_all = intel
         self.intel = intel[0] if intel else None
         self.metal = profile.metal.available
+        # the build reaches a GPU's Vulkan driver through the loader (libvulkan.so.1, vulkan-1.dll); MoltenVK
+        # is both on a Mac
+        self.vulkan_loader = bool(profile.vulkan.loader)
         self.executables = profile.executables
         # compute runtimes see the GPUs their own variable leaves; Vulkan sees every GPU (RADV, ANV
         # and NVIDIA's Vulkan driver read none of those variables)
@@ -294,10 +297,14 @@ def _token(value: str, families) -> str | None:
     return None
 
 
-def _access_reason(g, backend: str, access: str) -> str:
+def _access_reason(g, backend: str, access: str, m: Machine | None = None) -> str:
     if access == "graphics":
+        os_name = m.os if m is not None else "linux"
         if not g.vulkan_driver:  # every GPU record has both fields (probes/profile.py)
-            return f"{g.name}: no Vulkan driver for it is installed, so {backend} cannot use it ({vulkan_fix(g)})"
+            return f"{g.name}: no Vulkan driver for it is installed, so {backend} cannot use it ({vulkan_fix(g, os_name)})"
+        if m is not None and not m.vulkan_loader:  # the driver is there, but nothing loads it into the build
+            return (f"{g.name}: its Vulkan driver ({g.vulkan_driver}) is installed but the Vulkan loader is not, so "
+                    f"{backend} finds no Vulkan device ({vulkan_fix(g, os_name, 'loader')})")
         if not g.vulkan_visible:
             return f"{g.name}: GGML_VK_VISIBLE_DEVICES hides it from llama.cpp's Vulkan backend"
         if getattr(g, "usable_graphics", getattr(g, "usable", True)):
@@ -327,14 +334,16 @@ def _compute_usable(g) -> bool:
     return g.usable_graphics
 
 
-def vulkan_fix(g) -> str:
-    """What installs the GPU's Vulkan driver (probes/tables/vulkan_icds.json "fix")."""
+def vulkan_fix(g, os_name: str = "linux", what: str | None = None) -> str:
+    """What installs the GPU's Vulkan driver, or ``what`` ("loader"), on this OS
+    (probes/tables/vulkan_icds.json "fix")."""
     from probes.tables import load
 
     vendor = "amd" if hasattr(g, "usable_compute") else "intel" if hasattr(g, "arc") else "nvidia"
     if vendor == "nvidia" and not g.driver_loaded:
         vendor = "nvidia_no_driver"
-    return load("vulkan_icds")["fix"][vendor]
+    fixes = load("vulkan_icds")["fix"]
+    return fixes.get(os_name, fixes["linux"])[what or vendor]
 
 
 def _integrated(d: Device) -> bool:
@@ -394,7 +403,7 @@ def _judge_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, cha
             return gate.reason, token, False
         if "cwsr" in gate.needs and getattr(g, "cwsr", None) is False:
             return gate.reason, token, False
-    return _access_reason(g, row.backend, access) or requires.check(m, row, g), token, False
+    return _access_reason(g, row.backend, access, m) or requires.check(m, row, g), token, False
 
 
 def _match_amd(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, fams, channel: str,
@@ -483,7 +492,7 @@ def _judge_nvidia(m: Machine, row: Row, fams, access: str = "compute"):
             why = _family_reason(row, g.sm, g.name) or \
                 f"No NVIDIA GPU with {describe_families(fams)} (found {g.sm}, {g.name})"
         else:
-            why = _access_reason(g, backend, access) or requires.check(m, row, g)
+            why = _access_reason(g, backend, access, m) or requires.check(m, row, g)
         yield _nv_device(g, g.sm, _token(g.sm, fams) if fams and g.sm else None), why
 
 
@@ -511,7 +520,7 @@ def _judge_intel(m: Machine, row: Row, fams):
         if fams and fam not in fams:
             why = _family_reason(row, fam, g.name) or f"Requires an Intel {' or '.join(fams)} GPU (found {g.name})"
         else:
-            why = _access_reason(g, row.backend, "graphics") or requires.check(m, row, g)
+            why = _access_reason(g, row.backend, "graphics", m) or requires.check(m, row, g)
         yield Device("intel_gpu", fam, g.index, g.name, gpu=g), why
 
 
@@ -761,8 +770,15 @@ def verdicts(m: Machine, catalog: Catalog, recipe: Recipe, installed: dict, pins
             oses = _row_os_of(recipe, v.name)
             if m.os not in oses:
                 v.reason = _os_reason(oses)
+        elif v.name == "system" and SYSTEM_NOTE not in v.notes:
+            # the device named is where a build of this tool's choosing would run; the system build is the
+            # user's, and where it runs is its own (verify asks it)
+            v.notes = [SYSTEM_NOTE, *v.notes]
         v.state = state_for(recipe, v.name, channel, v.supported, installed, pins, m)
     return out
+
+
+SYSTEM_NOTE = "the build on PATH, which runs where that build runs; `pick-backend verify` shows where"
 
 
 def _shown(row: Row) -> dict:
@@ -864,7 +880,9 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdi
         v, why = _first_with_installed_wins(acc)
         return v, why.replace("first supported backend", "first supported accelerator backend")
     v, why = _first_with_installed_wins(cands)
-    if v is not None:
+    if v is not None and v.name == "system":
+        why = "no accelerator backend is supported here; the build on PATH comes first, as prefer_system asks"
+    elif v is not None:
         why = "no accelerator backend is supported here; " + why.replace("first supported backend", "first supported CPU backend")
     return v, why
 
@@ -987,7 +1005,7 @@ def run_env_for(m: Machine, v: Verdict) -> tuple[dict[str, str], str, list[Devic
     dev = v.device
     if dev is not None and dev.type in GPU_TYPES and v.access == "graphics":
         # Vulkan enumerates the GPUs of every vendor that have a Vulkan driver
-        gpus = {t: n for t in GPU_TYPES if (n := sum(1 for g in m.graphics[t] if not _access_reason(g, v.name, "graphics")))}
+        gpus = {t: n for t in GPU_TYPES if (n := sum(1 for g in m.graphics[t] if not _access_reason(g, v.name, "graphics", m)))}
         total = sum(gpus.values())
         if total < 2:
             return {}, "", []

@@ -256,7 +256,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
 
 
 UNBOUNDED = 100_000  # the width term.console gives a pipe
-SYSTEM_WORDS = "the build on PATH, which runs where that build runs; `pick-backend verify` shows where"
+from selector.engine import SYSTEM_NOTE as SYSTEM_WORDS  # noqa: E402 - the words are the engine's note
 
 
 def _verdict_cells(d) -> list[tuple[str, str, str, str, bool]]:
@@ -264,7 +264,7 @@ def _verdict_cells(d) -> list[tuple[str, str, str, str, bool]]:
     out = []
     for v in d.backends:
         if v.supported and v.name == "system":  # a build this tool did not choose: where it runs is its own
-            out.append(("✓", v.name, v.state, SYSTEM_WORDS + (f" · {'; '.join(v.notes)}" if v.notes else ""), True))
+            out.append(("✓", v.name, v.state, " · ".join(v.notes) or SYSTEM_WORDS, True))
             continue
         if v.supported:
             detail = _device_words(v.device)

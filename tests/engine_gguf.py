@@ -41,6 +41,10 @@ SHAPES = {
     # wider than n_embd / n_head
     "gemma3-swa-q8_0": dict(arch="gemma3", layers=6, embd=256, heads=2, kv_heads=1, head_dim=256, ff=768,
                             vocab=3000, tok="spm", wtype="Q8_0", tied=True, swa=256),
+    # larger than a CPU's caches (130 MiB), so generating a token is bound by memory bandwidth as on a real
+    # model: the one the speed estimate is held to
+    "llama-wide-q8_0": dict(arch="llama", layers=8, embd=1024, heads=8, kv_heads=2, ff=4096, vocab=3000,
+                            tok="spm", wtype="Q8_0"),
     # a mixture of experts: 8 experts of width 256, 2 routed per token
     "qwen3moe-q8_0": dict(arch="qwen3moe", layers=4, embd=256, heads=4, kv_heads=2, head_dim=64, ff=0,
                           vocab=3000, tok="bpe", wtype="Q8_0", experts=8, experts_used=2, ff_exp=256),

@@ -652,3 +652,27 @@ def test_a_system_build_is_not_said_to_run_on_the_cpu_in_words_either(run):
     assert "→ system: the build on PATH, which runs where that build runs" in head and "CPU" not in head
     row = next(line for line in r.out.splitlines() if line.split()[:2] == ["✓", "system"])
     assert "CPU" not in row and "`pick-backend verify` shows where" in row
+
+
+def test_a_vulkan_driver_without_the_loader_leaves_the_build_on_the_cpu(run):
+    """The NVIDIA driver installs nvidia_icd.json, but without libvulkan.so.1 nothing loads it: llama.cpp's
+    Vulkan build lists no device and runs on the CPU (what `verify` finds on headless NVIDIA hosts)."""
+    prof = profile(nvidia_gpus=[nv(0, "sm_89", "NVIDIA GeForce RTX 4090", 24, vulkan_driver="nvidia_icd")])
+    prof["vulkan"]["loader"] = False
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    v = next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")
+    assert v["device"]["type"] == "cpu"
+    assert any("NVIDIA GeForce RTX 4090: its Vulkan driver (nvidia_icd) is installed but the Vulkan loader is not"
+               in n and "libvulkan1" in n for n in v["notes"]), v["notes"]
+    prof["vulkan"]["loader"] = True
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    assert doc["recipes"]["llamacpp"]["device"]["type"] == "nvidia_gpu"
+
+
+def test_the_advice_for_a_missing_vulkan_driver_is_for_the_machines_os(run):
+    prof = profile([amd(0, "gfx1100", "AMD Radeon RX 7900 XTX", 24, vulkan_driver=None)])
+    prof["os"].update(name="windows", version="10.0.26100")
+    r, doc = run(prof, "llamacpp", "--backend", "vulkan")
+    notes = "; ".join(next(b for b in doc["recipes"]["llamacpp"]["backends"] if b["name"] == "vulkan")["notes"])
+    assert "AMD Radeon RX 7900 XTX: no Vulkan driver for it is installed" in notes
+    assert "Adrenalin" in notes and "mesa" not in notes.lower()

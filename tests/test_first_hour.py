@@ -231,8 +231,9 @@ def test_what_the_shell_obviously_means(cli):
     assert a.rc == b.rc == 0 and a.json() == b.json()
     c = cli("--json", "--root", CPU_ONLY, "llamacpp")
     assert c.rc == 0 and c.json()["recipes"]["llamacpp"]["backend"] == "vulkan"
-    d = cli("--root", CPU_ONLY, "llamacpp", "--all", "--allow-missing", "--json")
-    assert set(d.json()["recipes"]) == set(a.json()["recipes"])
+    d = cli("--root", CPU_ONLY, "llamacpp", "--all", "--allow-missing", "--json")  # which one? said, not guessed
+    assert d.rc == 2 and "--all picks every recipe, and llamacpp names one" in d.err
+    assert d.json() == {"error": d.err.strip().removeprefix("pick-backend: "), "exit": 2}
     e = cli("--root", STRIX, "probe", "--json")  # options before the command name
     assert e.rc == 0 and e.json()["amd_gpus"][0]["gfx"] == "gfx1151"
 

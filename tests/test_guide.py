@@ -215,3 +215,14 @@ def test_another_guide_file_is_used_as_given(cli, tmp_path):
     r = cli("--root", RTX4090, "guide", "--guide", str(path), "--json")
     assert r.rc == 0, r.err
     assert r.json()["applies"] is True and len(r.json()["engines"]) == 11
+
+
+@pytest.mark.parametrize("columns", [40, 52, 60, 66, 80])
+def test_lemonades_flag_and_its_value_are_never_broken_apart(columns):
+    """A reader copies `--llamacpp vulkan` from the guide; at a narrow terminal it must stay one piece."""
+    from conftest import machine, run_tty
+
+    r = run_tty("--root", machine("linux-ubuntu24.04-strix-halo"), "guide", columns=columns)
+    assert r.rc == 0
+    lines = [x for x in r.out.splitlines() if "--llamacpp" in x]
+    assert lines and all(x.strip().endswith("--llamacpp vulkan") for x in lines), lines

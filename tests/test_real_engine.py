@@ -212,3 +212,20 @@ def test_plan_exec_starts_the_build_and_it_answers(gguf, installed_cache):
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+def test_the_cpu_speed_bound_holds_for_the_real_build(gguf, system_path, tmp_path):
+    """`plan` prints "at most ~N tokens/s" for a CPU build from this machine's memory bandwidth
+    (measured once, kept in the cache); llama-bench of the same build on the same model must not beat it."""
+    import subprocess
+
+    p = plan(system_path, tmp_path, gguf["llama-wide-q8_0"], "--ctx-size", "4096")
+    est = p["speed_estimate"]
+    assert est and "measured here on" in est["basis"] and est["bytes_per_token"] > 100 * MiB
+    again = plan(system_path, tmp_path, gguf["llama-wide-q8_0"], "--ctx-size", "4096")["speed_estimate"]
+    assert again["bandwidth_gbps"] == est["bandwidth_gbps"]  # measured once: the cache answers the second plan
+    out = subprocess.run([E.exe("llama-bench"), "-m", gguf["llama-wide-q8_0"], "-p", "0", "-n", "32", "-r", "3",
+                          "-o", "json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [row] = json.loads(out.stdout)
+    assert 0 < row["avg_ts"] <= 1.25 * est["tokens_per_s"], (row["avg_ts"], est)

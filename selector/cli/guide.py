@@ -127,11 +127,11 @@ def _human(g, m, profile, engines, picks, con, show_run: bool) -> None:
                 line.append(f"{d.recipe} → ")
                 line.append(d.backend, style="bold green")
                 line.append(f" on {render._device_words(d.device)} [{d.state}]")
-                if d.run_args:
-                    line.append(f" · Lemonade: {d.run_args}", style="dim")
             else:
                 line.append(f"{d.recipe} → no supported backend ({d.reason})", style="red")
             con.print(line)
+            if d.backend and d.ok and d.run_args:  # a flag and its value, never broken apart: a line of its own
+                con.print(Text(f"  Lemonade: {d.run_args}", style="dim"), soft_wrap=True)
             for w in d.warnings:
                 con.print(Text("  ! ", style="yellow") + Text(w))
         if m.applies or show_run:

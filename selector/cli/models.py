@@ -263,7 +263,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     argv = planner.llama_server_args(res, planner.model_arg(model), {}) if header_model else \
         planner.model_arg(model, hf=False)
     devs = planner.targets(profile, d, v)
-    speed = planner.estimate_speed(profile, res, facts, devs) if facts else None
+    cpu_bw = _cpu_bandwidth(o, profile, cache) if facts and res["status"] in ("cpu", "partial") else None
+    speed = planner.estimate_speed(profile, res, facts, devs, cpu_bw) if facts else None
     out = {
         "schema_version": 1, "recipe": d.recipe, "backend": d.backend, "runtime": res.get("runtime"),
         "model": {"spec": model_spec, "name": model.name, "files": model.files,
@@ -292,6 +293,35 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         _plan_human(render.console(), out, res, d, model, devs)
     if res["status"] == "no":
         sys.exit(EXIT_UNSUPPORTED)
+
+
+def _cpu_bandwidth(o: Opts, profile, cache: str) -> tuple[float, str] | None:
+    """System memory bandwidth for a plan that reads weights there: the tables (a CPU sharing a known
+    device's memory), else measured once on this machine and kept in the cache; never measured for
+    a machine that is only replayed (--root, --profile)."""
+    import datetime
+
+    from selector import store
+    from selector.models.speed import cpu_bandwidth
+
+    known = cpu_bandwidth(profile)
+    if known or o.root or o.profile_path:
+        return known
+    cpu = profile.cpu
+    threads = cpu.cores or os.cpu_count() or 1
+    rec_path = store.path(cache, "machine", f"memory-bandwidth:{cpu.brand}:{threads}:{cpu.memory_bytes}")
+    rec = store.read(rec_path)
+    if not (rec and isinstance(rec.get("gbps"), (int, float)) and rec["gbps"] > 0 and isinstance(rec.get("at"), str)):
+        from probes.bandwidth import measure_read
+
+        sys.stderr.write("pick-backend: measuring this machine's memory bandwidth once (kept in the cache)...\n")
+        rec = {"gbps": measure_read(threads), "threads": threads,
+               "at": datetime.date.today().isoformat()}
+        try:
+            store.write(rec_path, rec)
+        except OSError:
+            pass  # a read-only cache: measured again next time
+    return float(rec["gbps"]), f"measured here on {rec['at']}: {threads} threads reading memory"
 
 
 def _check_parallel(n: int) -> None:

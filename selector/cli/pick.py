@@ -29,6 +29,10 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
     from selector import render
 
     o = Opts(ctx, kwargs)
+    if recipes and all_:  # which one was meant cannot be told: saying so beats answering for every recipe
+        raise Fail(EXIT_USAGE, f"--all picks every recipe, and {' '.join(recipes)} names "
+                               f"{'some' if len(recipes) > 1 else 'one'}: pass one or the other "
+                               f"(pick-backend {' '.join(recipes)}, or pick-backend --all)")
     if o.profile_path:
         from selector import profiles
 

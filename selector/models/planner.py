@@ -159,31 +159,62 @@ def lemonade_line(recipe, decision, res: dict, model) -> str | None:
     return shlex.join(words)
 
 
-def estimate_speed(profile, res: dict, facts: dict, devs: list[dict]) -> dict | None:
-    """Generation tokens/s bounded by memory bandwidth / bytes read per token: an upper bound."""
+def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tuple[float, str] | None = None) -> dict | None:
+    """Generation tokens/s bounded by memory bandwidth: every active weight is read once per token,
+    from the device that holds it (a GPU's share at its bandwidth, the CPU's at system memory's).
+    An upper bound at an empty context; None where a bandwidth the plan needs is not known."""
     from selector.models.speed import bandwidth_of
 
-    if res["status"] not in ("fits", "split") or not devs:
+    status = res["status"]
+    n = facts["n_layer"]
+    if status in ("fits", "split") and devs:
+        used = devs[:len(res.get("devices", []))] or devs[:1]
+        bws = [bandwidth_of(profile, d["device"]) for d in used]
+        if any(b is None for b in bws):
+            return None
+        gbps, source = min(bws)  # layer after layer: the slowest device holding weights bounds a split
+        per_token = active_bytes(facts)
+        shares = [(per_token, gbps, f"{gbps:g} GB/s peak bandwidth")]
+    elif status == "partial" and devs and cpu_bw:
+        gpu = bandwidth_of(profile, devs[0]["device"])
+        if gpu is None:
+            return None
+        k = res["ngl"]
+        on_gpu = sum(layer_active(facts, il) for il in range(n - k, n))
+        on_cpu = active_bytes(facts) - on_gpu
+        shares = [(on_gpu, gpu[0], f"{gpu[0]:g} GB/s on the GPU"),
+                  (on_cpu, cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
+        source = f"{gpu[1]}; {cpu_bw[1]}"
+    elif status == "cpu" and cpu_bw:
+        shares = [(active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")]
+        source = cpu_bw[1]
+    else:
         return None
-    used = devs[:len(res.get("devices", []))] or devs[:1]
-    bws = [bandwidth_of(profile, d["device"]) for d in used]
-    if any(b is None for b in bws):
+    seconds = sum(b / (g * 1e9) for b, g, _w in shares if b)
+    per_token = sum(b for b, _g, _w in shares)
+    if seconds <= 0:
         return None
-    gbps, source = min(bws)  # layer after layer: the slowest device holding weights bounds a split
-    per_token = active_bytes(facts)  # the KV cache read grows with the context: lower as it fills
-    return {"tokens_per_s": round(gbps * 1e9 / per_token, 1), "bandwidth_gbps": gbps,
+    if len(shares) > 1:
+        words = " + ".join(f"{b / GIB:.2f} GiB at {w}" for b, _g, w in shares if b) + " read per token"
+    else:
+        words = f"{shares[0][2]} / {shares[0][0] / GIB:.2f} GiB of weights read per token"
+    return {"tokens_per_s": round(1 / seconds, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
             "bytes_per_token": per_token, "source": source,
-            "basis": f"{gbps:g} GB/s peak bandwidth / {per_token / GIB:.2f} GiB of weights read per token; "
-                     "an upper bound at an empty context, real runs reach about half to three quarters of it"}
+            "basis": f"{words}; an upper bound at an empty context, real runs reach about half to three quarters of it"}
+
+
+def layer_active(facts: dict, il: int) -> int:
+    """Bytes of layer ``il`` read per token: all of it but the experts not routed to."""
+    b = facts["layer_bytes"][il]
+    if facts["n_expert"] and facts["n_expert_used"]:
+        e = facts["expert_bytes"][il]
+        b -= e - e * facts["n_expert_used"] // facts["n_expert"]
+    return b
 
 
 def active_bytes(facts: dict) -> int:
     """Weights read per generated token: all but the experts not routed to (MoE), and not token_embd."""
-    total = sum(facts["layer_bytes"]) + facts["output_bytes"]
-    if facts["n_expert"] and facts["n_expert_used"]:
-        experts = sum(facts["expert_bytes"])
-        total -= experts - experts * facts["n_expert_used"] // facts["n_expert"]
-    return total
+    return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"]
 
 
 def gib(n) -> str:

@@ -27,3 +27,25 @@ def bandwidth_of(profile, device) -> tuple[float, str] | None:
         if row["match"].lower() in name.lower():
             return float(row["gbps"]), row.get("source", "")
     return None
+
+
+def cpu_bandwidth(profile) -> tuple[float, str] | None:
+    """(GB/s, words) of system memory from the tables, where the CPU shares one memory with a device
+    whose bandwidth is known (a Strix Halo or other APU, a GB10 or Jetson, an Apple chip); None
+    otherwise (the caller measures the machine, or says nothing)."""
+    shared = []
+    if profile.metal.available and profile.metal.chip:
+        shared.append(("metal", profile.metal.chip))
+    for g in profile.amd_gpus:
+        if getattr(g, "integrated", False):
+            shared.append(("amd_gpu", g.name or ""))
+    for g in profile.nvidia_gpus:
+        if getattr(g, "unified", False):
+            shared.append(("nvidia_gpu", g.name or ""))
+    for kind, name in shared:
+        for row in table().get(VENDOR[kind], []):
+            if row["match"].lower() in name.lower():
+                if row.get("typical"):
+                    break  # the APU's memory is whatever was fitted: a typical figure is not this machine's
+                return float(row["gbps"]), f"the CPU shares the {name}'s memory ({row.get('note') or row.get('source', '')})"
+    return None
