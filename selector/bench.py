@@ -140,7 +140,7 @@ def identity(path: str | None) -> dict | None:
         st = os.stat(real)
     except OSError:
         return None
-    return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"name": os.path.basename(path), "path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def tail(text: str, n: int = TAIL) -> list[str]:
@@ -220,13 +220,13 @@ def _valid(r: dict) -> bool:
 
 def staleness(rec: dict, installed: dict, profile, devices: dict) -> str | None:
     """Why a record no longer describes this machine (None: fresh).  ``devices``: devices_of(profile)."""
-    if rec.get("dir") == "system":
+    if rec.get("dir") == "system":  # the build is the file PATH names now, as the pick runs it
         was = rec.get("binary") if isinstance(rec.get("binary"), dict) else {}
-        now = identity(was.get("path"))
+        now = identity(profile.executables.get(was.get("name") or "llama-server"))
         if now is None:
-            return "the build on PATH that was measured is gone"
+            return "no build of that name is on PATH now"
         if now != was:
-            return "the build on PATH changed since it was measured"
+            return "the build on PATH is not the one measured"
     else:
         version = installed.get(rec["recipe"], {}).get(rec.get("dir"))
         if version is None:

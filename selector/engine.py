@@ -302,9 +302,10 @@ def _access_reason(g, backend: str, access: str, m: Machine | None = None) -> st
         os_name = m.os if m is not None else "linux"
         if not g.vulkan_driver:  # every GPU record has both fields (probes/profile.py)
             return f"{g.name}: no Vulkan driver for it is installed, so {backend} cannot use it ({vulkan_fix(g, os_name)})"
-        if m is not None and not m.vulkan_loader:  # the driver is there, but nothing loads it into the build
-            return (f"{g.name}: its Vulkan driver ({g.vulkan_driver}) is installed but the Vulkan loader is not, so "
-                    f"{backend} finds no Vulkan device ({vulkan_fix(g, os_name, 'loader')})")
+        if m is not None and not m.vulkan_loader:  # the driver is there, but nothing loads it into the build:
+            # a fact of the machine, said once for all its GPUs
+            return (f"the Vulkan loader is not installed, so {backend} finds no GPU through its Vulkan driver "
+                    f"({vulkan_fix(g, os_name, 'loader')})")
         if not g.vulkan_visible:
             return f"{g.name}: GGML_VK_VISIBLE_DEVICES hides it from llama.cpp's Vulkan backend"
         if getattr(g, "usable_graphics", getattr(g, "usable", True)):
@@ -524,14 +525,15 @@ def _judge_intel(m: Machine, row: Row, fams):
         yield Device("intel_gpu", fam, g.index, g.name, gpu=g), why
 
 
-def _absent_reason(m: Machine, row: Row, dtype: str, fams) -> str:
+def _absent_reason(m: Machine, row: Row, dtype: str, fams, access: str = "compute") -> str:
     """Why an entry of a type the machine lacks does not fit.  A row that takes *any* device of a type
-    (an API build such as Vulkan) but not the machine's own accelerator says so precisely."""
+    (an API build such as Vulkan) but not the machine's own accelerator says so precisely; a Vulkan
+    build judges the machine's other GPUs itself (each says why it does not run there)."""
     if dtype == "amd_gpu" and m.amd_hidden:
         return "No visible AMD GPU (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES hide them)"
     if dtype == "nvidia_gpu" and m.nvidia_hidden:
         return "No visible NVIDIA GPU (CUDA_VISIBLE_DEVICES hides them)"
-    if not fams:
+    if not fams and access != "graphics":
         listed = {t for t, _ in row.devices}
         others = [t for t in m.present_types() if t not in listed and t != "amd_npu"]
         if others:
@@ -564,7 +566,7 @@ def _match_entry(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, dtype: 
             return [Device("metal", "metal", 0, m.profile.metal.chip)], [], [], []
         return [], [], [m.profile.metal.note or "Requires an Apple Silicon GPU (Metal)"], []
     if not _devices_of(m, dtype, access):
-        return [], [], [_absent_reason(m, row, dtype, fams)], []
+        return [], [], [_absent_reason(m, row, dtype, fams, access)], []
     if dtype == "amd_gpu":
         return _match_amd(m, catalog, recipe, row, fams, channel, access)
     if dtype == "nvidia_gpu":
@@ -841,16 +843,23 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
     prefix = "pp" if settings.metric == "pp" else "tg"
     channel = recipe_channel(recipe, settings)
     by_model: dict[str, dict[str, dict]] = {}
+    noisy = 0
     for v in cands:
         key = device_key(v.device)
         dirname = install_dir_name(recipe, v.name, channel)  # rocm-nightly's speed is not rocm-stable's
         for r in recs:
             if r["dir"] == dirname and r["device"].get("key") == key and r["test"].startswith(prefix) \
-                    and "+" not in r["test"] and not r.get("noisy"):
+                    and "+" not in r["test"]:
+                if r.get("noisy"):  # its runs disagreed: it says more about the machine's load than the build
+                    noisy += 1
+                    continue
                 best = by_model.setdefault(r["model"]["key"], {})
                 if v.name not in best or r["at"] > best[v.name]["at"]:  # tg128 and tg256: the latest run
                     best[v.name] = r
     if not by_model:
+        if noisy:
+            return None, (f"the fresh {prefix} measurements of {recipe.name} on this machine are noisy (their runs "
+                          f"disagreed by more than a tenth of their mean); measure again on a quiet machine")
         return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
                       f"(`pick-backend bench {recipe.name} --model M` makes them)")
     model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))

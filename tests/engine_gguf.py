@@ -1,7 +1,7 @@
 """Complete GGUF models with random weights, small enough to write in a second, that a real
 llama.cpp loads and runs.
 
-tests/gguf_models.py writes headers only (real models' shapes, for the arithmetic against public
+tests/gguf_models.py writes headers with holes for weights (real models' shapes, for the arithmetic against public
 logs); the models here carry every tensor, a working tokenizer and a chat template, so the test
 suite can start llama-server, llama-bench and llama-cli on them and read what the engine itself
 allocates.  The text they generate is noise; the buffers the engine prints for them are real.
@@ -37,6 +37,10 @@ SHAPES = {
     # vocabulary so the output buffer and the logits count
     "qwen2-tied-q8_0": dict(arch="qwen2", layers=4, embd=256, heads=4, kv_heads=2, ff=768, vocab=40000,
                             tok="bpe", wtype="Q8_0", tied=True, bias=True),
+    # tied Q4_0 embeddings: the output layer is token_embd again, a matrix the CPU repacks (the lookup
+    # table itself is not)
+    "qwen2-tied-q4_0": dict(arch="qwen2", layers=4, embd=256, heads=4, kv_heads=2, ff=768, vocab=8000,
+                            tok="bpe", wtype="Q4_0", embd_type="Q4_0", tied=True, bias=True),
     # five sliding-window layers of every six (llama.cpp's set_swa_pattern(6) for gemma3), heads
     # wider than n_embd / n_head
     "gemma3-swa-q8_0": dict(arch="gemma3", layers=6, embd=256, heads=2, kv_heads=1, head_dim=256, ff=768,
@@ -151,7 +155,8 @@ def write(path: str, key: str, seed: int = 7) -> str:
     hd = s.get("head_dim", e // s["heads"])
     q, kv = s["heads"] * hd, s["kv_heads"] * hd
     t = s["wtype"]
-    big = "Q8_0" if t in ("Q4_0", "Q4_K") else t  # embeddings and output in Q8_0, as llama-quantize keeps them
+    # embeddings and output in Q8_0, as llama-quantize keeps them, unless the shape says otherwise
+    big = s.get("embd_type") or ("Q8_0" if t in ("Q4_0", "Q4_K") else t)
     part = path + ".part"
     w = gguf.GGUFWriter(part, arch)
     w.add_name(key)

@@ -6,11 +6,13 @@ src/llama-arch.cpp tensor names) with the shapes those hyperparameters give.  De
 the feed-forward widths marked "n_ff (config.json)" and the per-tensor quantization types, which
 follow llama.cpp's Q4_K_M recipe (src/llama-quant.cpp llama_tensor_get_type: Q6_K for attn_v and
 ffn_down in the first and last eighth of the layers and every third one between, Q6_K for the
-output layer, Q4_K for the rest).  Only the header is written: a reader that needs the weights
-fails on these files, which is the point.
+output layer, Q4_K for the rest).  The header is followed by a sparse hole as long as the weights:
+a file of the real size that costs no disk, and zeros to a reader that wants the weights.
 """
 
 from __future__ import annotations
+
+import os
 
 import gguf
 import numpy as np
@@ -96,8 +98,10 @@ def tensors(m: dict) -> list[tuple[str, list[int], int]]:
 
 def write(path: str, key: str, split: tuple[int, int] | None = None, **extra) -> str:
     """Write the header of MODELS[key] to ``path``; ``split=(i, n)`` writes part i of n (each part
-    holds every n-th tensor, as gguf-split distributes them)."""
-    m = {**MODELS[key], **extra}
+    holds every n-th tensor, as gguf-split distributes them).  The tensor data is a sparse hole as
+    long as the tensors: a complete file to a reader that checks sizes, no disk used; ``cut=True``
+    leaves the header alone, a download cut short."""
+    m = {**MODELS[key], **{k: v for k, v in extra.items() if k != "cut"}}
     arch = m["arch"]
     w = gguf.GGUFWriter(path, arch)
     w.add_name(key)
@@ -137,4 +141,36 @@ def write(path: str, key: str, split: tuple[int, int] | None = None, **extra) ->
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
+    if extra.get("cut") is None:
+        fill(path)
     return path
+
+
+def fill(path: str) -> str:
+    """Make a GGUF whose header was written alone as long as its tensors say: a sparse hole, no disk."""
+    from selector.models import gguf_header
+
+    f = gguf_header._File(path)
+    try:
+        end = gguf_header._parse(f)["data_end"]
+    finally:
+        f.close()
+    os.truncate(path, max(end, os.path.getsize(path)))
+    return path
+
+
+def header(path: str) -> bytes:
+    """The header of a GGUF this module wrote, without the hole behind it."""
+    from selector.models import gguf_header
+
+    with open(path, "rb") as f:
+        return f.read(gguf_header.read(path)["header_bytes"])
+
+
+def copy(src: str, dst: str) -> str:
+    """A copy of a GGUF this module wrote: its header and a hole as long (no disk, no memory)."""
+    size = os.path.getsize(src)
+    with open(dst, "wb") as f:
+        f.write(header(src))
+    os.truncate(dst, size)
+    return dst

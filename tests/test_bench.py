@@ -330,6 +330,16 @@ def test_a_noisy_result_is_measured_again_then_kept_but_never_chosen(cli, tmp_pa
     assert p["backend"] == "rocm" and p["reason"].startswith("measured: rocm 100 t/s")
     human = bench(cli, tmp_path, model)
     assert "200.0 ± 100.0 noisy" in human.out and "never chosen by --policy measured" in human.out
+    status = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path))
+    assert "noisy: never chosen" in next(x for x in status.out.splitlines() if " vulkan " in x and "tg128" in x)
+
+
+def test_only_noisy_results_pick_nothing_and_say_so(cli, tmp_path, model):
+    install(tmp_path, "vulkan", mode="noisy", tg=200.0)
+    assert bench(cli, tmp_path, model, "--backends", "vulkan").rc == 0
+    p = pick(cli, tmp_path, "--policy", "measured")
+    assert p["reason"].startswith("the fresh tg measurements of llamacpp on this machine are noisy")
+    assert "accelerator-first instead" in p["reason"]
 
 
 def test_a_result_steady_the_second_time_is_the_one_kept(cli, tmp_path, model):

@@ -226,3 +226,5 @@ def test_lemonades_flag_and_its_value_are_never_broken_apart(columns):
     assert r.rc == 0
     lines = [x for x in r.out.splitlines() if "--llamacpp" in x]
     assert lines and all(x.strip().endswith("--llamacpp vulkan") for x in lines), lines
+    urls = [x.strip() for x in r.out.splitlines() if "https://amdai.net/backends/" in x]
+    assert "https://amdai.net/backends/ktransformers" in urls  # addresses whole, too

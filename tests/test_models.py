@@ -170,11 +170,26 @@ def test_a_file_that_is_not_a_whole_gguf_header_is_named(tmp_path, content, says
 
 
 def test_a_truncated_real_header_is_refused(tmp_path, models):
-    data = open(models["qwen3-4b"], "rb").read()
+    with open(models["qwen3-4b"], "rb") as f:
+        data = f.read(gguf_header.read(models["qwen3-4b"])["header_bytes"])
     p = tmp_path / "cut.gguf"
     p.write_bytes(data[: len(data) // 2])
     with pytest.raises(gguf_header.ModelError, match="ends inside"):
         gguf_header.read(str(p))
+
+
+def test_a_file_cut_short_after_its_header_is_refused(cli, tmp_path):
+    """A download stopped in the weights: the header reads, but llama.cpp refuses the file ('tensor data is
+    not within the file bounds'); the tensors' own offsets say how long it must be."""
+    import engine_gguf
+
+    whole = engine_gguf.write(str(tmp_path / "whole.gguf"), "llama-spm-q8_0")
+    cut = tmp_path / "cut.gguf"
+    with open(whole, "rb") as f:
+        cut.write_bytes(f.read(2_000_000))
+    r = cli("plan", "llamacpp", "--backend", "cpu", "--model", str(cut), "--cache-dir", str(tmp_path))
+    assert r.rc == 5 and f"{cut}: the file is 2000000 bytes but its tensors end at byte {os.path.getsize(whole)}" in r.err
+    assert cli("plan", "llamacpp", "--backend", "cpu", "--model", whole, "--cache-dir", str(tmp_path)).rc == 0
 
 
 class Server:
@@ -234,7 +249,7 @@ WEIGHTS = 64 * MiB  # stands for the gigabytes of weights behind the header: nev
 
 @pytest.mark.parametrize("ranges", [True, False], ids=["range", "no-range"])
 def test_a_url_is_read_without_its_weights(models, ranges):
-    body = open(models["qwen3-4b"], "rb").read() + bytes(WEIGHTS)
+    body = gm.header(models["qwen3-4b"]) + bytes(WEIGHTS)
     s = Server({"/m.gguf": body}, ranges=ranges)
     try:
         h = gguf_header.read(s.url + "/m.gguf")
@@ -256,7 +271,7 @@ def test_a_missing_url_says_404(models):
 
 
 def hf_repo(models, key="qwen3-4b", repo="org/Qwen3-4B-GGUF", name="Qwen3-4B-Q4_K_M.gguf"):
-    body = open(models[key], "rb").read() + bytes(MiB)
+    body = gm.header(models[key]) + bytes(MiB)
     listing = json.dumps([{"path": name, "size": len(body)}, {"path": "mmproj-F16.gguf", "size": 10},
                           {"path": "README.md", "size": 1}]).encode()
     return {f"/api/models/{repo}/tree/main?recursive=true": listing, f"/{repo}/resolve/main/{name}": body}
@@ -395,7 +410,11 @@ def test_plan_prints_the_launch_line_and_lemonades_flags(cli, models, tmp_path):
     assert a[:2] == ["-hf", "unsloth/Qwen3-4B-GGUF:Q4_0"]
     assert a[a.index("--ctx-size") + 1] == str(p["fit"]["ctx"]) and "--flash-attn" in a
     assert p["install"] == "pick-backend install llamacpp" and not p["installed"]
-    assert p["lemonade"] == f"lemonade run Qwen3-4B-GGUF --llamacpp {p['backend']} --ctx-size {p['fit']['ctx']}"
+    # Lemonade gives -ngl and the context itself; the rest of what the memory depends on goes through its
+    # pass-through option, as the llama-server line pins it
+    assert p["lemonade"] == (f"lemonade run Qwen3-4B-GGUF --llamacpp {p['backend']} --ctx-size {p['fit']['ctx']} "
+                             "--llamacpp-args '--parallel 1 --batch-size 2048 --ubatch-size 512 --flash-attn on "
+                             "--cache-type-k f16 --cache-type-v f16'")
     # the header is cached: models now knows the context without the network
     r = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-strix-halo"), "--cache-dir", str(tmp_path),
             "--json", env={"HF_ENDPOINT": "http://127.0.0.1:9"})
@@ -442,24 +461,42 @@ def test_plan_ctx_past_training_exits_2(cli, models):
     assert r.rc == 2 and "trained for (40960)" in r.err
 
 
-def test_plan_exec_runs_the_installed_build_with_its_env_and_extra_args(cli, models, tmp_path):
-    d = tmp_path / "bin" / "llamacpp" / "cuda"
+def test_plan_exec_runs_the_installed_build_with_the_line_and_extra_args(cli, models, tmp_path):
+    """This machine's installed cpu build (a script that writes what it was given) runs the plan's line,
+    the arguments after --, and none of the shell's LLAMA_ARG_* options, which would change what it
+    allocates."""
+    d = tmp_path / "bin" / "llamacpp" / "cpu"
     d.mkdir(parents=True)
     (d / "version.txt").write_text("b9999\n")
     out = tmp_path / "argv.txt"
     exe = d / "llama-server"
-    exe.write_text(f"#!/bin/sh\necho \"$@\" > {out}\necho \"CVD=$CUDA_VISIBLE_DEVICES\" >> {out}\n")
+    exe.write_text(f"#!/bin/sh\necho \"$@\" > {out}\necho \"SWA=$LLAMA_ARG_SWA_FULL\" >> {out}\n")
     exe.chmod(0o755)
     (d / "install.json").write_text(json.dumps({"binary": "llama-server"}))
+    plan = cli("plan", "llamacpp", "--backend", "cpu", "--model", models["qwen3-4b"], "--ctx-size", "4096",
+               "--cache-dir", str(tmp_path), "--json", env={"LLAMA_ARG_SWA_FULL": "1"})
+    assert plan.rc == 0, plan.err
+    assert any("LLAMA_ARG_SWA_FULL=1" in w for w in plan.json()["warnings"])
+    r = cli("plan", "llamacpp", "--backend", "cpu", "--model", models["qwen3-4b"], "--ctx-size", "4096",
+            "--cache-dir", str(tmp_path), "--exec", "--", "--port", "8080", env={"LLAMA_ARG_SWA_FULL": "1"})
+    assert r.rc == 0, r.err
+    argv, swa = out.read_text().splitlines()
+    assert argv == " ".join(plan.json()["args"] + ["--port", "8080"])
+    assert swa == "SWA="
+
+
+def test_plan_exec_for_a_replayed_machine_is_refused(cli, models, tmp_path):
+    """--root plans another machine; running this machine's build with that plan would allocate other
+    numbers (another CPU's repacking, another GPU)."""
     r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
             "--cache-dir", str(tmp_path), "--exec", "--", "--port", "8080")
-    assert r.rc == 0, r.err
-    argv = out.read_text()
-    assert argv.startswith(f"-m {models['qwen3-4b']} --ctx-size ") and argv.split("\n")[0].endswith("--port 8080")
+    assert r.rc == 2 and "--exec runs a build on this machine, and --root plans for another one" in r.err
+    j = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--exec", "--json")
+    assert j.rc == 2 and "there is no JSON to print after it" in j.err
 
 
 def test_plan_exec_without_a_build_exits_4(cli, models, tmp_path):
-    r = cli("plan", "llamacpp", "--model", models["qwen3-4b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
+    r = cli("plan", "llamacpp", "--backend", "cpu", "--model", models["qwen3-4b"], "--ctx-size", "4096",
             "--cache-dir", str(tmp_path), "--exec")
     assert r.rc == 4 and "pick-backend install llamacpp" in r.err
 
@@ -594,14 +631,14 @@ def test_a_vocabulary_is_counted_not_kept_and_the_file_is_measured(vocab_model):
     h = gguf_header.read(vocab_model)
     assert h["kv"]["tokenizer.ggml.tokens"] == {"length": 151936}
     size = os.path.getsize(vocab_model)
-    assert h["size"] == size and gguf_header.FIRST_RANGE < h["header_bytes"] <= size < h["header_bytes"] + 64
+    assert h["size"] == size == h["data_end"] and gguf_header.FIRST_RANGE < h["header_bytes"] < size
     assert h["tensors"]["blk.0.attn_q.weight"]["type"] == "Q4_K" and h["tensors"]["output_norm.weight"]["type"] == "F32"
     f = F.from_headers(vocab_model, [h])
     assert f["n_vocab"] == 151936
 
 
 def test_a_header_past_the_first_range_takes_more_ranges(vocab_model):
-    body = open(vocab_model, "rb").read()
+    body = gm.header(vocab_model)
     s = Server({"/q.gguf": body + bytes(WEIGHTS)})
     try:
         h = gguf_header.read(s.url + "/q.gguf")
@@ -625,6 +662,7 @@ def test_long_number_arrays_are_skipped_and_version_2_is_read(tmp_path):
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
+    gm.fill(p)
     h = gguf_header.read(p)
     assert h["kv"]["tokenizer.ggml.scores"] == {"length": 5000} and h["kv"]["tokenizer.ggml.token_type"] == [1] * 10
     data = bytearray(open(p, "rb").read())
@@ -655,7 +693,7 @@ def test_refusals_from_the_server_are_named(status, says):
 
 
 def test_a_remote_header_cut_short_is_named(models):
-    body = open(models["qwen3-4b"], "rb").read()
+    body = gm.header(models["qwen3-4b"])
     s = Server({"/m.gguf": body[: len(body) // 2]})
     try:
         with pytest.raises(gguf_header.ModelError, match="ends inside its GGUF header"):
@@ -709,9 +747,9 @@ def test_odd_but_legal_values_are_read(tmp_path):
 def test_cached_facts_follow_the_file_not_its_name(cli, models, tmp_path):
     m = tmp_path / "m.gguf"
     rtx = ("--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path / "c"), "--json")
-    m.write_bytes(open(models["qwen3-4b"], "rb").read())
+    gm.copy(models["qwen3-4b"], str(m))
     assert cli("plan", "llamacpp", "--model", str(m), *rtx).json()["model"]["n_layer"] == 36
-    m.write_bytes(open(models["llama3.1-70b"], "rb").read())  # replaced under the same name
+    gm.copy(models["llama3.1-70b"], str(m))  # replaced under the same name
     assert cli("plan", "llamacpp", "--model", str(m), *rtx).json()["model"]["n_layer"] == 80
     m.unlink()
     r = cli("plan", "llamacpp", "--model", str(m), *rtx)
@@ -745,6 +783,7 @@ def test_header_values_that_cannot_be_true_are_named(cli, tmp_path, change, says
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
         w.close()
+        gm.fill(p)
     else:
         gm.write(p, "qwen3-4b", **key)
     r = cli("plan", "llamacpp", "--model", p, "--root", machine("linux-ubuntu24.04-rtx4090"))
@@ -760,10 +799,23 @@ def test_an_integrated_gpu_is_left_out_when_a_discrete_one_is_there(models):
     assert res["status"] == "partial" and [x["name"] for x in res["devices"]] == ["AMD Radeon RX 7900 XTX/XT/GRE"]
 
 
+def test_a_checkpoint_naming_its_file_is_read_from_the_hub_cache(cli, models, tmp_path):
+    """Lemonade names some checkpoints by file (OpenBMB/MiniCPM5-1B-GGUF:MiniCPM5-1B-Q4_K_M.gguf): once
+    downloaded, that file is read where huggingface_hub keeps it, with no network."""
+    snap = tmp_path / "hub" / "models--OpenBMB--MiniCPM5-1B-GGUF" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    gm.copy(models["qwen3-4b"], str(snap / "MiniCPM5-1B-Q4_K_M.gguf"))
+    r = cli("plan", "llamacpp", "--model", "MiniCPM5-1B-GGUF", "--root", machine("linux-ubuntu24.04-rtx4090"),
+            "--cache-dir", str(tmp_path / "c"), "--json",
+            env={"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.rc == 0, r.err
+    assert r.json()["args"][:2] == ["-m", str(snap / "MiniCPM5-1B-Q4_K_M.gguf")]
+
+
 def test_a_lemonade_model_already_downloaded_needs_no_network(cli, models, tmp_path):
     snap = tmp_path / "hub" / "models--unsloth--Qwen3-8B-GGUF" / "snapshots" / "abc"
     snap.mkdir(parents=True)
-    (snap / "Qwen3-8B-Q4_1.gguf").write_bytes(open(models["qwen3-4b"], "rb").read())
+    gm.copy(models["qwen3-4b"], str(snap / "Qwen3-8B-Q4_1.gguf"))
     (snap / "Qwen3-8B-Q8_0.gguf").write_bytes(b"GGUF")
     r = cli("plan", "llamacpp", "--model", "Qwen3-8B-GGUF", "--root", machine("linux-ubuntu24.04-rtx4090"),
             "--cache-dir", str(tmp_path / "c"), "--json",

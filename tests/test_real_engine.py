@@ -95,6 +95,28 @@ def test_slots_scale_the_cache_and_the_outputs_as_the_engine_scales_them(gguf, s
     assert ours["kv"] == 4 * one["fit"]["cpu"]["kv"] and ours["output"] == 4 * one["fit"]["cpu"]["output"]
 
 
+@pytest.mark.parametrize("key,ctx,slots", [("llama-spm-q8_0", 100, 1), ("gemma3-swa-q8_0", 200, 2),
+                                           ("qwen3moe-q8_0", 257, 1)])
+def test_a_context_smaller_than_a_micro_batch_shrinks_the_batch_as_the_engine_does(gguf, system_path, tmp_path,
+                                                                                   key, ctx, slots):
+    """llama.cpp caps its batch at the asked context (n_batch = min(n_ctx, n_batch)) before padding the
+    context to 256: the compute buffer and the sliding-window cache are sized for that smaller batch."""
+    p = plan(system_path, tmp_path, gguf[key], "--ctx-size", str(ctx), "--parallel", str(slots))
+    got, log = engine(p, system_path)
+    ours = p["fit"]["cpu"]
+    assert f"n_ubatch              = {min(512, ctx * slots)}" in log
+    assert abs(ours["kv"] - sum(got["kv"])) <= 0.01 * sum(got["kv"])
+    assert abs(ours["compute"] - got["compute"]["CPU"]) <= 0.12 * got["compute"]["CPU"]
+
+
+def test_more_slots_than_the_engine_has_is_refused(gguf, system_path, tmp_path):
+    r = run_cli("plan", "llamacpp", "--backend", "system", "--model", gguf["llama-spm-q8_0"], "--parallel", "257",
+                "--cache-dir", str(tmp_path), env={"PATH": system_path})
+    assert r.rc == 2 and "1 to 256 slots" in r.err
+    r = run_cli("models", "llamacpp", "--parallel", "99999999999999999999", "--cache-dir", str(tmp_path))
+    assert r.rc == 2 and "1 to 256 slots" in r.err
+
+
 def test_the_line_of_a_build_without_a_gpu_backend_gives_no_layers(gguf, system_path, tmp_path):
     p = plan(system_path, tmp_path, gguf["llama-spm-q8_0"], "--ctx-size", "2048")
     assert "-ngl" not in p["args"] and "--n-gpu-layers" not in p["args"]
@@ -170,6 +192,25 @@ def test_bench_measures_the_build_on_path_and_reads_its_own_version(gguf, system
         assert not pick["reason"].startswith("measured:")
     else:
         assert pick["backend"] == "system" and pick["reason"].startswith("measured: system ")
+
+
+def test_a_measurement_of_the_build_on_path_is_stale_once_path_names_another(gguf, system_path, tmp_path):
+    """The system build is whatever PATH names: a record of one file says nothing of another."""
+    import shutil
+
+    r = run_cli("bench", "llamacpp", "--backends", "system", "--model", gguf["llama-spm-q8_0"], "-r", "1",
+                "--prompt", "16", "--gen", "4", "--cache-dir", str(tmp_path / "c"), "--json", env={"PATH": system_path})
+    assert r.rc == 0, r.err
+    st = run_cli("status", "--cache-dir", str(tmp_path / "c"), "--json", env={"PATH": system_path}).json()
+    assert st["measurements"] and all(m["fresh"] for m in st["measurements"])
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(E.exe("llama-server"), other / "llama-server")  # the same bytes, another file
+    path = f"{other}{os.pathsep}{system_path}"
+    st = run_cli("status", "--cache-dir", str(tmp_path / "c"), "--json", env={"PATH": path}).json()
+    assert {m["stale_because"] for m in st["measurements"]} == {"the build on PATH is not the one measured"}
+    p = run_cli("llamacpp", "--policy", "measured", "--cache-dir", str(tmp_path / "c"), "--json", env={"PATH": path})
+    assert not p.json()["recipes"]["llamacpp"]["reason"].startswith("measured:")
 
 
 def test_bench_shows_an_install_record_the_build_contradicts(gguf, installed_cache):

@@ -125,8 +125,9 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
             head["binary"] = bench.identity(server)
         tests = [t for t in (f"pp{n_prompt}" if n_prompt else None, f"tg{n_gen}" if n_gen else None) if t]
         if exe is None or not os.path.isfile(exe):
-            out = {**head, "status": bench.FAILED, "why": f"{spec['binary']} is not beside {o.binary_of(name)} in this build",
-                   "evidence": [], "tests": {}}
+            where = os.path.dirname(server) if server else os.path.join(cache, "bin", name, dirname)
+            out = {**head, "status": bench.FAILED,
+                   "why": f"{spec['binary']} is not beside {o.binary_of(name)} in {where}", "evidence": [], "tests": {}}
             results.append(out)
             continue
         argv = [exe, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions), "-o", "json"]

@@ -137,8 +137,8 @@ def _human(g, m, profile, engines, picks, con, show_run: bool) -> None:
         if m.applies or show_run:
             for label, text in (("well", e.well), ("badly", e.badly), ("when", e.when)):
                 con.print(Text(f"  {label + ':':<7}", style="dim") + Text(text))
-        if e.href:
-            con.print(Text(f"  {e.href}", style="dim"))
+        if e.href:  # an address is copied whole: never broken across lines
+            con.print(Text(f"  {e.href}", style="dim"), soft_wrap=True)
         if show_run:
             con.print()
             con.print(Text(e.run.rstrip("\n")), soft_wrap=True)

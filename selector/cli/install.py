@@ -392,11 +392,14 @@ def _measurements(o: Opts, cache: str, inst: dict) -> list[dict]:
 
 
 def _measurements_human(con, measured: list[dict]) -> None:
-    con.print("measurements (pick-backend bench; --policy measured uses the fresh ones)", style="bold", markup=False)
+    con.print("measurements (pick-backend bench; --policy measured uses the fresh, steady ones)", style="bold",
+              markup=False)
     for r in measured:
         speed = f"{r['avg_ts']:.1f} ± {r.get('stddev_ts', 0):.1f} t/s" if r.get("status") == "ok" else f"failed: {r.get('why')}"
-        state = "fresh" if r["fresh"] else f"stale: {r['stale_because']}"
-        con.print(f"  {r['recipe']} {r.get('dir')} {r.get('version')}  {r['test']}  {r['model'].get('label')}  "
+        state = ("fresh" if r["fresh"] else f"stale: {r['stale_because']}") + \
+            (", noisy: never chosen" if r.get("noisy") else "")
+        version = r.get("version") or "version unknown"
+        con.print(f"  {r['recipe']} {r.get('dir')} {version}  {r['test']}  {r['model'].get('label')}  "
                   f"{r['device'].get('name')}  {speed}  ({str(r.get('at', ''))[:10]}, {state})", markup=False, highlight=False,
                   soft_wrap=True)
 

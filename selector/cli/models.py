@@ -141,10 +141,11 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
     on = {"backend": d.backend, "device": d.device.to_dict() if d.device else None,
           "memory": dev[0]["described"] if dev else planner.gib(profile.cpu.memory_bytes) + " system"}
     if as_json:
-        render.emit_json({"schema_version": 1, "recipe": d.recipe, **on, "models": rows})
+        render.emit_json({"schema_version": 1, "recipe": d.recipe, **on, "parallel": parallel, "models": rows})
         return
     con = render.console()
-    con.print(f"{d.recipe}: {d.backend} on {d.device.name if d.device else 'CPU'} ({on['memory']})", markup=False)
+    con.print(f"{d.recipe}: {d.backend} on {d.device.name if d.device else 'CPU'} ({on['memory']})"
+              + (f", {parallel} slots, each with the context shown" if parallel > 1 else ""), markup=False)
     if not rows:
         con.print("no model of Lemonade's list fits" if only_fits else f"Lemonade lists no model for {d.recipe}")
         return
@@ -222,6 +223,12 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     o = Opts(ctx, kwargs)
     if extra and not do_exec:
         raise Fail(EXIT_USAGE, f"unexpected arguments {' '.join(extra)!r}: arguments after -- go with --exec")
+    if do_exec and as_json:
+        raise Fail(EXIT_USAGE, "--exec starts the server in this process: there is no JSON to print after it "
+                               "(plan --json shows the line; --exec runs it)")
+    if do_exec and (o.root or o.profile_path):
+        raise Fail(EXIT_USAGE, f"--exec runs a build on this machine, and --{'root' if o.root else 'profile'} "
+                               "plans for another one; plan it here without it")
     _check_parallel(parallel)
     profile, cat, d, v = _decision(o, recipe, backend)
     rec = cat.recipes[d.recipe]
@@ -254,10 +261,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         raise Fail(EXIT_USAGE, str(e)) from None
     binary = o.binary_of(d.recipe)
     exe = None
-    if d.backend == "system":
-        import shutil
-
-        exe = shutil.which(binary) if binary else None
+    if d.backend == "system":  # the machine's own: this one's PATH, or what the capture or profile recorded
+        exe = profile.executables.get(binary) if binary else None
     elif version is not None:
         exe = planner.exe_path(cache, d.recipe, dirname, binary, profile.os.name)
     argv = planner.llama_server_args(res, planner.model_arg(model), {}) if header_model else \
@@ -276,15 +281,19 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         "executable": exe, "args": argv, "env": dict(d.run_env),
         "command": shlex.join([exe or binary or "llama-server"] + argv),
         "lemonade": planner.lemonade_line(rec, d, res, model) if model.name else None,
+        "lemonade_note": planner.lemonade_note(res) if model.name and header_model else None,
         "device_ids_known": bool(res.get("devices")) and all(x.get("id") for x in res["devices"]),
         "speed_estimate": speed,
+        "warnings": _engine_env_warnings(os.environ) if not (o.root or o.profile_path) else [],
     }
     if do_exec:
         if exe is None:
             raise Fail(EXIT_INSTALL, f"{d.recipe} {d.backend} is not installed; run `pick-backend install {d.recipe}` first")
         if res["status"] == "no":
             raise Fail(EXIT_UNSUPPORTED, f"{model.label} does not fit here; not starting it")
-        env = {**os.environ, **d.run_env}
+        # LLAMA_ARG_* variables are llama-server's own options: the line pins them, the shell's must not
+        # change what it allocates (LLAMA_ARG_SWA_FULL, LLAMA_ARG_REPACK, ...)
+        env = {**{k: val for k, val in os.environ.items() if not k.startswith("LLAMA_ARG_")}, **d.run_env}
         sys.stdout.flush()
         os.execve(exe, [exe, *argv, *extra], env)
     if as_json:
@@ -314,19 +323,34 @@ def _cpu_bandwidth(o: Opts, profile, cache: str) -> tuple[float, str] | None:
     if not (rec and isinstance(rec.get("gbps"), (int, float)) and rec["gbps"] > 0 and isinstance(rec.get("at"), str)):
         from probes.bandwidth import measure_read
 
-        sys.stderr.write("pick-backend: measuring this machine's memory bandwidth once (kept in the cache)...\n")
+        sys.stderr.write("pick-backend: measuring this machine's memory bandwidth (about a second; kept in the "
+                         "cache)...\n")
         rec = {"gbps": measure_read(threads), "threads": threads,
                "at": datetime.date.today().isoformat()}
         try:
             store.write(rec_path, rec)
-        except OSError:
-            pass  # a read-only cache: measured again next time
+        except OSError as e:  # a read-only cache: measured again next time, and said so
+            sys.stderr.write(f"pick-backend: the measurement cannot be kept ({e.strerror or e}); it is taken again "
+                             "on every plan\n")
     return float(rec["gbps"]), f"measured here on {rec['at']}: {threads} threads reading memory"
 
 
+def _engine_env_warnings(env) -> list[str]:
+    """llama-server reads LLAMA_ARG_<OPTION> from its environment: set in this shell, they change what the
+    printed line allocates when it is run from here (``--exec`` drops them)."""
+    names = sorted(k for k in env if k.startswith("LLAMA_ARG_"))
+    if not names:
+        return []
+    return [f"{', '.join(f'{k}={env[k]}' for k in names)} in this environment set llama-server options the plan "
+            "does not count (llama-server reads LLAMA_ARG_* variables); --exec drops them, a line run from this "
+            "shell does not"]
+
+
 def _check_parallel(n: int) -> None:
-    if n < 1:
-        raise Fail(EXIT_USAGE, f"--parallel {n}: the server needs at least one slot")
+    from selector.models.fit import MAX_SLOTS
+
+    if not 1 <= n <= MAX_SLOTS:
+        raise Fail(EXIT_USAGE, f"--parallel {n}: llama-server takes 1 to {MAX_SLOTS} slots (LLAMA_MAX_SEQ)")
 
 
 def _file_size(path: str) -> int:
@@ -382,6 +406,8 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
         say(f"  system memory: {size(res['cpu_bytes'])}")
     for sug in res.get("suggest", []) if s in ("no", "partial") else []:
         say(f"  would fit better: {sug['says']}" + (f" ({' '.join(sug['flags'])})" if sug.get("flags") else ""))
+    for w in out.get("warnings", []):
+        say(f"! {w}", style="yellow")
     if out["speed_estimate"]:
         e = out["speed_estimate"]
         say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
@@ -398,3 +424,5 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     if out["lemonade"]:
         say("in Lemonade:", style="bold")
         say(f"  {out['lemonade']}")
+    elif out.get("lemonade_note"):
+        say(f"in Lemonade: {out['lemonade_note']}", style="dim")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from selector.models.facts import fit_table
 
 MIN_CTX = 2048  # below this a chat model is not useful; the search for the largest context stops here
+MAX_SLOTS = 256  # LLAMA_MAX_SEQ (src/llama-cparams.h): llama-server refuses more sequences
 F32 = 4
 
 
@@ -43,9 +44,9 @@ class Run:
     defaults are.
 
     ``ctx`` is the context of one slot; ``parallel`` slots each get their own (``--ctx-size
-    ctx*parallel --parallel N``) unless ``unified``, where all slots share one pool of that size.
-    ``outputs`` is the rows of logits the engine reserves in its worst-case graph: one per slot
-    since ggml-org/llama.cpp#23861 (llama-server, 2026-05), the whole micro-batch before it.
+    ctx*parallel --parallel N --no-kv-unified``: one cache stream per slot).  ``outputs`` is the rows
+    of logits the engine reserves in its worst-case graph: one per slot since
+    ggml-org/llama.cpp#23861 (llama-server, 2026-05), the whole micro-batch before it.
     """
     ctx: int
     parallel: int = 1
@@ -54,22 +55,21 @@ class Run:
     flash_attn: bool = True
     type_k: str = "f16"
     type_v: str = "f16"
-    unified: bool = False
     outputs: int | None = None
 
     @property
     def n_ctx(self) -> int:
-        """llama_context's n_ctx: the asked size padded to 256, a whole number of slots of it."""
+        """llama_context's n_ctx: the asked size padded to 256, then a whole number of slots of
+        n_ctx / slots padded to 256 (src/llama-context.cpp)."""
         pad = fit_table()["ctx_pad"]
-        total = _pad(self.ctx * self.parallel, pad)
-        if self.unified or self.parallel == 1:
-            return total
-        return _pad(total // self.parallel, pad) * self.parallel
+        return _pad(_pad(self.ctx * self.parallel, pad) // self.parallel, pad) * self.parallel
 
     @property
     def tokens(self) -> int:
-        """The micro-batch the compute graph is reserved for: n_ubatch, at most n_batch and n_ctx."""
-        return min(self.ubatch, self.batch, self.n_ctx)
+        """The micro-batch the compute graph is reserved for: n_ubatch, at most n_batch, which a causal
+        model caps at the asked context before it is padded (llama_context: n_batch = min(n_ctx,
+        n_batch), n_ubatch = min(n_batch, n_ubatch))."""
+        return min(self.ubatch, self.batch, self.ctx * self.parallel)
 
     @property
     def logit_rows(self) -> int:
@@ -85,14 +85,15 @@ def cache_bytes(type_: str) -> tuple[int, int]:
 
 
 def cells(facts: dict, run: Run) -> tuple[int, int, int]:
-    """(streams, cells per stream of a full-attention layer, of a sliding-window layer)."""
+    """(streams, cells per stream of a full-attention layer, of a sliding-window layer): one stream per
+    slot (src/llama-kv-cache.cpp n_stream), a sliding-window stream of the window and a micro-batch
+    (src/llama-kv-cache-iswa.cpp size_swa)."""
     pad = fit_table()["ctx_pad"]
-    streams = 1 if run.unified else run.parallel
+    streams = run.parallel
     full = run.n_ctx // streams
     if not facts["n_swa"]:
         return streams, full, full
-    window = facts["n_swa"] * (run.parallel if run.unified else 1) + run.ubatch
-    return streams, full, min(full, _pad(min(full, window), pad))
+    return streams, full, min(full, _pad(facts["n_swa"] + run.tokens, pad))
 
 
 def kv_bytes(facts: dict, run: Run, layers=None) -> dict:
@@ -144,8 +145,6 @@ def compute_bytes(facts: dict, run: Run, where: str = "gpu", layers=None, with_o
     masks = mask_bytes(facts, run, idx)
     if where == "host":
         return masks + t * facts["n_embd"] * F32
-    if not idx and not with_output:
-        return 0
     e = facts["n_embd"]
     q = max((facts["n_head"][il] for il in idx), default=0) * facts["head_k"]
     ekv = max((facts["n_head_kv"][il] for il in idx), default=0) * facts["head_k"]
@@ -268,8 +267,8 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
         run = replace(run, ctx=ctx)
     asked = run.ctx or None
     cache_bytes(run.type_k), cache_bytes(run.type_v)
-    if run.parallel < 1:
-        raise FitError(f"--parallel {run.parallel}: the server needs at least one slot")
+    if not 1 <= run.parallel <= MAX_SLOTS:
+        raise FitError(f"--parallel {run.parallel}: llama-server takes 1 to {MAX_SLOTS} slots (LLAMA_MAX_SEQ)")
     n_layer = facts["n_layer"]
     train = facts.get("n_ctx_train") or 4096
     if asked is not None:
@@ -283,7 +282,7 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     all_layers = n_layer + 1
     res = {"backend": backend, "n_layer": n_layer, "trained_ctx": facts.get("n_ctx_train"),
            "flash_attn": run.flash_attn, "type_k": run.type_k, "type_v": run.type_v, "parallel": run.parallel,
-           "ubatch": run.ubatch, "batch": run.batch, "unified": run.unified}
+           "ubatch": run.ubatch, "batch": run.batch}
     gpus = [d for d in devices if d.get("budget")]
     at = lambda c: replace(run, ctx=c)  # noqa: E731
 

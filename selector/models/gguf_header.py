@@ -221,13 +221,14 @@ def _parse(s: _Stream) -> dict:
         key = string()
         kv[key] = value(struct.unpack("<I", s.take(4))[0])
     tensors = {}
+    data_end = 0
     for _ in range(n_tensors):
         name = string()
         n_dims, = struct.unpack("<I", s.take(4))
         if n_dims > 8:
             raise ModelError(f"{s.where}: tensor {name} has {n_dims} dimensions; not a real GGUF")
         dims = struct.unpack(f"<{n_dims}Q", s.take(8 * n_dims))
-        ttype, _offset = struct.unpack("<IQ", s.take(12))
+        ttype, offset = struct.unpack("<IQ", s.take(12))
         try:
             block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ttype)]
         except (ValueError, KeyError):
@@ -238,7 +239,12 @@ def _parse(s: _Stream) -> dict:
             count *= d
         tensors[name] = {"elements": count, "bytes": count // block * size, "type": GGMLQuantizationType(ttype).name,
                          "dims": list(dims)}
-    return {"version": version, "kv": kv, "tensors": tensors, "header_bytes": s.offset()}
+        data_end = max(data_end, offset + count // block * size)
+    # the tensor data starts at the header's end rounded up to general.alignment (32 unless set)
+    align = kv.get("general.alignment") if isinstance(kv.get("general.alignment"), int) else 32
+    start = -(-s.offset() // max(align, 1)) * max(align, 1)
+    return {"version": version, "kv": kv, "tensors": tensors, "header_bytes": s.offset(),
+            "data_end": start + data_end if tensors else s.offset()}
 
 
 def read(where: str, session=None, limits=None, headers: dict | None = None) -> dict:
@@ -260,6 +266,11 @@ def read(where: str, session=None, limits=None, headers: dict | None = None) -> 
     finally:
         s.close()
     out["size"] = s.size
+    # a local file shorter than its tensors is a download cut short, which the engine refuses to load; a
+    # server's size is what it says it serves, and is not second-guessed
+    if isinstance(s, _File) and out["data_end"] > s.size:
+        raise ModelError(f"{where}: the file is {s.size} bytes but its tensors end at byte {out['data_end']} "
+                         "(truncated, or still downloading)")
     return out
 
 

@@ -105,7 +105,7 @@ def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str
     args = list(model_arg)
     args += ["--ctx-size", str(res["ctx"] * res.get("parallel", 1)), "--parallel", str(res.get("parallel", 1))]
     if res.get("parallel", 1) > 1:
-        args += ["--kv-unified" if res.get("unified") else "--no-kv-unified"]
+        args += ["--no-kv-unified"]  # a stream of its own context per slot, as the plan counts them
     args += ["--batch-size", str(res.get("batch", 2048)), "--ubatch-size", str(res.get("ubatch", 512))]
     args += ["--flash-attn", "on" if res["flash_attn"] else "off"]
     args += ["--cache-type-k", res["type_k"], "--cache-type-v", res["type_v"]]
@@ -133,8 +133,15 @@ def model_arg(model, hf: bool = True) -> list[str]:
     return ["--model-url", first]
 
 
+LEMONADE_NGL = 99  # Lemonade passes -ngl 99 to llama-server (0 for its cpu backend) and reserves the flag
+# (lemonade-sdk/lemonade src/cpp/server/backends/llamacpp_server.cpp: push_arg(args, reserved_flags, "-ngl", ...))
+
+
 def lemonade_line(recipe, decision, res: dict, model) -> str | None:
-    """The same plan as `lemonade run` flags, from the recipe's options (Lemonade's backend reference)."""
+    """The same plan as `lemonade run` flags (the recipe's options, Lemonade's backend reference), or None
+    where Lemonade cannot run it as planned (``lemonade_note`` says why)."""
+    if lemonade_note(res):
+        return None
     opts = {o["name"]: o.get("flag") for o in recipe.options}
     name = model.name or model.checkpoint
     if not name:
@@ -147,16 +154,32 @@ def lemonade_line(recipe, decision, res: dict, model) -> str | None:
     ids = [d.get("id") for d in res.get("devices", [])]
     if dflag and ids and all(ids):
         words += [dflag, ",".join(ids)]
-    if opts.get("ctx_size"):
-        words += [opts["ctx_size"], str(res["ctx"])]
-    extra = []
-    if res["status"] == "partial":
-        extra += ["-ngl", str(res["ngl"])]
-    if res.get("tensor_split"):
-        extra += ["--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
-    if extra and opts.get(f"{recipe.name}_args"):
-        words += [opts[f"{recipe.name}_args"], " ".join(extra)]
+    if opts.get("ctx_size") and res.get("ctx"):
+        words += [opts["ctx_size"], str(res["ctx"] * res.get("parallel", 1))]
+    # Lemonade gives llama-server the model, the context, the port and -ngl itself; what else the memory
+    # depends on goes through its pass-through option, as the llama-server line pins it
+    pinned = llama_server_args(res, [], {})
+    keep, i = [], 0
+    while i < len(pinned):
+        flag = pinned[i]
+        takes = i + 1 < len(pinned) and not pinned[i + 1].startswith("-")
+        if flag not in ("--ctx-size", "-ngl", "--device"):
+            keep += pinned[i:i + 2] if takes else [flag]
+        i += 2 if takes else 1
+    if keep and opts.get(f"{recipe.name}_args"):
+        words += [opts[f"{recipe.name}_args"], " ".join(keep)]
     return shlex.join(words)
+
+
+def lemonade_note(res: dict) -> str | None:
+    """Why Lemonade cannot run this plan as it is printed, or None."""
+    if res.get("status") == "partial":
+        return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL} and reserves the flag, so it "
+                f"cannot keep {res['n_layer'] + 1 - res['ngl']} layers on the CPU as this plan does")
+    if res.get("status") in ("fits", "split") and res.get("gpu_layers", True) and res.get("ngl", 0) > LEMONADE_NGL:
+        return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL}, which leaves "
+                f"{res['ngl'] - LEMONADE_NGL} of this model's {res['ngl']} layers on the CPU")
+    return None
 
 
 def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tuple[float, str] | None = None) -> dict | None:
@@ -195,12 +218,16 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     if seconds <= 0:
         return None
     if len(shares) > 1:
-        words = " + ".join(f"{b / GIB:.2f} GiB at {w}" for b, _g, w in shares if b) + " read per token"
+        words = " + ".join(f"{size(b)} at {w}" for b, _g, w in shares if b) + " read per token"
     else:
-        words = f"{shares[0][2]} / {shares[0][0] / GIB:.2f} GiB of weights read per token"
+        words = f"{shares[0][2]} / {size(shares[0][0])} of weights read per token"
+    # published GPU runs reach about half to three quarters of the bound (docs/models.md); a CPU build
+    # here came close to it, so where system memory counts it is only said to be a bound
+    caveat = "real runs reach about half to three quarters of it" if status in ("fits", "split") else \
+        "real runs come below it"
     return {"tokens_per_s": round(1 / seconds, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
             "bytes_per_token": per_token, "source": source,
-            "basis": f"{words}; an upper bound at an empty context, real runs reach about half to three quarters of it"}
+            "basis": f"{words}; an upper bound at an empty context, {caveat}"}
 
 
 def layer_active(facts: dict, il: int) -> int:

@@ -96,9 +96,16 @@ def resolve_checkpoint(checkpoint: str, session=None, limits=None, env=None) -> 
     def url(file):
         return f"{ep}/{repo}/resolve/main/{quote(file)}"
 
-    if "." in variant:  # a file name (FILE.gguf, ggml-tiny.bin), not a quantization
-        return Model(checkpoint, split_names(url(variant)) or [url(variant)], checkpoint=checkpoint)
     local = _local_ggufs(repo, env)
+    if "." in variant:  # a file name (FILE.gguf, ggml-tiny.bin), not a quantization
+        names = [n.rsplit("/", 1)[-1] for n in (split_names(variant) or [variant])]
+        if local is not None:  # downloaded before: the file, and every part of a split one, from the cache
+            snap, files = local
+            by_name = {f.rsplit("/", 1)[-1]: f for f in files}
+            if all(n in by_name for n in names):
+                return Model(checkpoint, [os.path.join(snap, *by_name[n].split("/")) for n in names],
+                             checkpoint=checkpoint)
+        return Model(checkpoint, split_names(url(variant)) or [url(variant)], checkpoint=checkpoint)
     if local is not None:  # downloaded before (by Lemonade or huggingface_hub): no network needed
         snap, files = local
         try:
