@@ -52,6 +52,9 @@ SHAPES = {
     # a mixture of experts: 8 experts of width 256, 2 routed per token
     "qwen3moe-q8_0": dict(arch="qwen3moe", layers=4, embd=256, heads=4, kv_heads=2, head_dim=64, ff=0,
                           vocab=3000, tok="bpe", wtype="Q8_0", experts=8, experts_used=2, ff_exp=256),
+    # the same in Q4_0: the CPU repacks the experts too, unless --n-cpu-moe puts them in the plain CPU buffer
+    "qwen3moe-q4_0": dict(arch="qwen3moe", layers=4, embd=256, heads=4, kv_heads=2, head_dim=64, ff=0,
+                          vocab=3000, tok="bpe", wtype="Q4_0", experts=8, experts_used=2, ff_exp=256),
 }
 
 CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"

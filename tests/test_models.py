@@ -611,9 +611,34 @@ def test_the_last_gpu_of_a_split_holds_the_output_layer(models):
 def test_a_recurrent_model_without_attention_has_no_kv_cache(models):
     f = dict(facts_of(models["qwen3-4b"]), recurrent=True)
     f["n_head_kv"] = [0] * f["n_layer"]
-    assert fit.kv_bytes(f, fit.Run(ctx=8192))["total"] == 0
+    none = fit.kv_bytes(f, fit.Run(ctx=8192))
+    assert none == {"k": 0, "v": 0, "total": 0, "swa": 0, "cells": 0, "swa_cells": 0, "streams": 1}
     hybrid = dict(f, n_head_kv=[8 if il % 4 == 3 else 0 for il in range(f["n_layer"])])
     assert fit.kv_bytes(hybrid, fit.Run(ctx=8192))["total"] == 9 * 8192 * 8 * 256 * 2
+
+
+def test_a_tied_model_left_partly_on_the_cpu_maps_its_embeddings_once(models):
+    """-ngl K of a model with tied embeddings: the output layer stays on the CPU, where it is token_embd
+    read through the same mapping, not a second copy (on a GPU it is a copy: TENSOR_DUPLICATED)."""
+    f = facts_of(models["qwen3-4b"])
+    assert f["tied_embeddings"]
+    cpu = fit.on_cpu(f, 20, fit.Run(ctx=4096))
+    kept = sum(f["layer_bytes"][:f["n_layer"] - 20])
+    assert cpu["weights"] == f["input_bytes"] + kept + f["output_bytes"] - f["input_bytes"]
+    assert f["output_bytes"] - f["input_bytes"] < f["input_bytes"]  # output_norm alone beside the shared table
+
+
+def test_a_gpu_with_no_room_past_its_reserve_is_not_split_onto(models):
+    f = facts_of(models["llama3.1-70b"])
+    tiny = {"name": "tiny", "budget": fit.reserve("cuda") // 2}
+    res = fit.plan(f, gpu(20) + [tiny], "cuda", fit.Run(ctx=4096))
+    assert res["status"] == "partial" and [d["name"] for d in res["devices"]] == ["g"] and res["n_ctx"] == 4096
+
+
+def test_a_plan_that_does_not_fit_names_the_cells_it_counted(models):
+    f = facts_of(models["llama3.1-70b"])
+    res = fit.plan(f, [{"name": "g", "budget": fit.reserve("cuda") + 1}], "cuda", fit.Run(ctx=1000), cpu_budget=GiB)
+    assert res["status"] == "no" and res["ctx"] == 1000 and res["n_ctx"] == 1024
 
 
 # ------------------------------------------------------------------------------------------------
@@ -822,3 +847,54 @@ def test_a_lemonade_model_already_downloaded_needs_no_network(cli, models, tmp_p
             env={"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.rc == 0, r.err
     assert r.json()["args"][:2] == ["-m", str(snap / "Qwen3-8B-Q4_1.gguf")]
+
+
+# ------------------------------------------------------------------------------------------------
+# a mixture of experts that does not fit whole: its experts in system memory (--n-cpu-moe)
+
+
+def test_experts_on_the_cpu_leave_the_gpu_what_the_engine_printed(models):
+    """The Qwen3-30B-A3B log kept every expert tensor in CPU_Mapped (-ot exps=CPU) and the rest on two
+    GPUs: the GPU side is exact; the CPU side within 5% (the experts' quantization types are derived)."""
+    log = LOGS["qwen3-30b-a3b-q4km-ctx16384-2gpu-expertsCPU"]
+    f = facts_of(models["qwen3-30b-a3b"])
+    run = logged(log)
+    gpu = fit.on_gpu(f, f["n_layer"] + 1, run, cpu_moe=f["n_layer"])["weights"]
+    printed = (log["model_buffer_mib"]["CUDA0"] + log["model_buffer_mib"]["CUDA1"]) * MiB
+    assert abs(gpu - printed) <= 0.01 * MiB
+    cpu = fit.on_cpu(f, f["n_layer"] + 1, run, cpu_moe=f["n_layer"])["weights"]
+    assert abs(cpu - log["model_buffer_mib"]["CPU_Mapped"] * MiB) <= 0.05 * cpu
+
+
+def test_a_moe_too_big_for_the_gpu_keeps_the_fewest_experts_in_system_memory(cli, models, tmp_path):
+    r = cli("plan", "llamacpp", "--model", models["qwen3-30b-a3b"], "--ctx-size", "16384",
+            "--root", machine("linux-debian12-gtx1080"), "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0, r.err
+    p = r.json()
+    res, a = p["fit"], p["args"]
+    n = res["n_cpu_moe"]
+    assert res["status"] == "experts" and a[a.index("-ngl") + 1] == "49" and a[a.index("--n-cpu-moe") + 1] == str(n)
+    dev = res["devices"][0]
+    assert dev["needs_bytes"] <= dev["budget_bytes"]
+    f = facts_of(models["qwen3-30b-a3b"])
+    budget = dev["budget_bytes"]
+    run = fit.Run(ctx=16384, flash_attn=res["flash_attn"])
+    assert fit.on_gpu(f, 49, run, cpu_moe=n - 1)["total"] > budget  # one layer fewer would not fit
+    # the experts in system memory, and what the other way (-ngl K) would read from it per token
+    assert res["cpu"]["weights"] == f["input_bytes"] + sum(f["expert_bytes"][:n])
+    assert res["instead_of"]["status"] == "partial" and res["instead_of"]["cpu_read_bytes"] > res["cpu_read_bytes"]
+    assert res["cpu_read_bytes"] == sum(e * 8 // 128 for e in f["expert_bytes"][:n])
+    assert p["lemonade"] is None or "--n-cpu-moe" in p["lemonade"]
+
+
+def test_the_bandwidths_decide_between_layers_and_experts_in_system_memory(models):
+    f = facts_of(models["qwen3-30b-a3b"])
+    gpus = [{"name": "g", "budget": 12 * GiB + fit.reserve("cuda")}]
+    run = fit.Run(ctx=8192)
+    usual = fit.plan(f, gpus, "cuda", run, bandwidth=(1000, 60))
+    assert usual["status"] == "experts" and usual["instead_of"]["status"] == "partial"
+    # a system memory faster than the GPU (made up) reverses it: reading more from it is then quicker
+    odd = fit.plan(f, gpus, "cuda", run, bandwidth=(100, 2000))
+    assert odd["status"] == "partial" and odd["instead_of"]["status"] == "experts"
+    blind = fit.plan(f, gpus, "cuda", run)  # no bandwidth known: the one reading less from system memory
+    assert blind["status"] == "experts"

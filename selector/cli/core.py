@@ -64,6 +64,7 @@ VALUE_OPTS = frozenset({
     "--timeout", "--from-file", "--allow-unverified", "--metric",  # verify, install, --policy measured
     "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v", "--parallel",  # models and plan
     "--backends", "--repetitions", "-r", "--prompt", "--gen",  # bench
+    "--gpu", "--vram", "--ram",  # a described machine
 })
 
 
@@ -141,6 +142,17 @@ def options(*names):
 common = options(*DECIDE)  # every shared option (commands that decide, or have not said)
 
 
+def describe_options(f):
+    """--gpu / --vram / --ram: a machine described in words (selector/described.py)."""
+    f = click.option("--ram", default=None, metavar="SIZE",
+                     help="System memory of the described machine (e.g. 64G).")(f)
+    f = click.option("--vram", default=None, metavar="SIZE",
+                     help="Memory of each described GPU, where the tables lack it or to override them (e.g. 24G).")(f)
+    f = click.option("--gpu", "gpu", multiple=True, metavar="NAME",
+                     help="Judge with this GPU instead of the ones found (repeat for several, e.g. --gpu 'RTX 4090').")(f)
+    return f
+
+
 class Opts:
     """The command's options, with their environment fallbacks, and the loaded inputs."""
 
@@ -161,6 +173,8 @@ class Opts:
             self.v["cache_dir"] = os.path.abspath(self.v["cache_dir"])
         self._profile = None
         self._catalog = None
+        gpus, vram, ram = kwargs.get("gpu") or (), kwargs.get("vram"), kwargs.get("ram")
+        self.described = (list(gpus), vram, ram) if (gpus or vram or ram) else None
 
     def __getattr__(self, name):
         try:
@@ -179,6 +193,13 @@ class Opts:
                 from probes.host import open_host
 
                 self._profile = probe(open_host(self.root), detailed=detailed)
+            if self.__dict__.get("described"):  # --gpu / --vram / --ram: this machine (or the replayed one) changed
+                from selector.described import DescribeError, describe
+
+                try:
+                    self._profile = describe(self._profile, *self.described)
+                except DescribeError as e:
+                    raise Fail(EXIT_USAGE, str(e)) from None
         return self._profile
 
     def catalog(self):

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all  # noqa: E501
+from selector.cli.core import describe_options, EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all  # noqa: E501
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 GIB = 1 << 30
@@ -72,6 +72,8 @@ def _where_words(res: dict) -> str:
         return ("split: " if s == "split" else "") + ", ".join(mems)
     if s == "partial":
         return f"{res['ngl']}/{res['n_layer'] + 1} layers, rest on CPU"
+    if s == "experts":
+        return f"all layers, experts of {res['n_cpu_moe']} on CPU"
     if s == "cpu":
         return "system memory"
     return "does not fit"
@@ -80,6 +82,7 @@ def _where_words(res: dict) -> str:
 @click.command("models")
 @click.argument("recipe", shell_complete=complete_recipe)
 @common
+@describe_options
 @click.option("--backend", default=None, shell_complete=complete_backend, help="Judge this backend instead of the pick.")
 @click.option("--fits", "only_fits", is_flag=True, help="Only the models that fit on the picked device.")
 @click.option("--ctx-size", type=int, default=None, help="Judge every model at this context (default: the largest that fits).")
@@ -106,6 +109,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
     profile, cat, d, v = _decision(o, recipe, backend)
     cache = _cache(o)
     rows = []
+    cpu_bw = None
     for name, entry in source.catalog()["models"].items():
         if entry["recipe"] != d.recipe:
             continue
@@ -129,10 +133,16 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
                 note = str(e)
         if res is None:
             res = _size_fit(profile, d, v, size, _gguf_recipe(d.recipe))
+        speed = None
+        if res["basis"] == "header" and res["status"] != "no":
+            if res["status"] in ("cpu", "partial", "experts") and cpu_bw is None:
+                cpu_bw = _cpu_bandwidth(o, profile, cache) or False  # once for every row, and only if asked for
+            est = planner.estimate_speed(profile, res, facts, planner.targets(profile, d, v), cpu_bw or None)
+            speed = est["tokens_per_s"] if est else None
         row = {"name": name, "checkpoint": entry["checkpoint"], "size_bytes": size, "labels": entry["labels"],
                "fits": res["status"] != "no", "status": res["status"], "where": _where_words(res),
                "ctx": res.get("ctx"), "trained_ctx": facts.get("n_ctx_train") if facts else None,
-               "basis": res["basis"], **({"note": note} if note else {})}
+               "basis": res["basis"], "tokens_per_s": speed, **({"note": note} if note else {})}
         rows.append(row)
     rows.sort(key=lambda r: (-r["size_bytes"], r["name"]))
     if only_fits:
@@ -144,26 +154,32 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
         render.emit_json({"schema_version": 1, "recipe": d.recipe, **on, "parallel": parallel, "models": rows})
         return
     con = render.console()
+    for w in profile.warnings:
+        if w.probe == "described":
+            con.print(w.message, style="yellow", markup=False, highlight=False, soft_wrap=True)
     con.print(f"{d.recipe}: {d.backend} on {d.device.name if d.device else 'CPU'} ({on['memory']})"
               + (f", {parallel} slots, each with the context shown" if parallel > 1 else ""), markup=False)
     if not rows:
         con.print("no model of Lemonade's list fits" if only_fits else f"Lemonade lists no model for {d.recipe}")
         return
-    lines = [("model", "size", "fits", "context", "labels")]
+    lines = [("model", "size", "fits", "context", "speed", "labels")]
     for r in rows:
         c = "-" if r["ctx"] is None else (f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}"))
         if r["ctx"] is None and r["fits"] and r["basis"] == "file size" and _gguf_recipe(d.recipe):
             c = "header not read"
         fits = ("weights fit: " if r["basis"] == "file size" and _gguf_recipe(d.recipe) else "") + r["where"]
         lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits if r["fits"] else "no", c,
-                      ",".join(r["labels"])))
-    widths = [max(len(x[i]) for x in lines) for i in range(4)]
+                      f"≤{r['tokens_per_s']:.0f} t/s" if r["tokens_per_s"] else "-", ",".join(r["labels"])))
+    widths = [max(len(x[i]) for x in lines) for i in range(5)]
     for i, line in enumerate(lines):
-        text = "  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[4]
+        text = "  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[5]
         con.print(text.rstrip(), style="bold" if i == 0 else None, markup=False, highlight=False, soft_wrap=True)
     for r in rows:
         if r.get("note"):
             con.print(f"{r['name']}: {r['note']}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    if any(r["tokens_per_s"] for r in rows):
+        con.print("speed: at most this many tokens/s generated, by the memory bandwidth bound (`plan` gives its basis)",
+                  style="dim", markup=False)
     if any(r["basis"] == "file size" for r in rows) and _gguf_recipe(d.recipe):
         con.print("weights fit: the download fits; whether a context does too is in the GGUF header, which "
                   f"`pick-backend plan {d.recipe} --model NAME` or `models --read-headers` reads (a few MB each)",
@@ -197,6 +213,7 @@ def _remember_checkpoint(cache: str, model) -> None:
 @click.option("--model", "-m", "model_spec", required=True,
               help="A Lemonade model name, org/repo:QUANT, an http(s) URL or a path of a GGUF.")
 @common
+@describe_options
 @click.option("--backend", default=None, shell_complete=complete_backend, help="Plan for this backend instead of the pick.")
 @click.option("--ctx-size", type=int, default=None, help="The context to plan for (default: the largest that fits).")
 @click.option("--cache-type-k", type=click.Choice(CACHE_TYPES), default="f16", help="KV cache type of K.")
@@ -249,8 +266,13 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         if header_model:
             facts = source.facts(model, cache)
             _remember_checkpoint(cache, model)
-            res = planner.fit_model(profile, d, v, facts, ctx_size, cache_type_k, cache_type_v,
-                                    _device_ids(cache, d.recipe, dirname, version), parallel)
+            ids = _device_ids(cache, d.recipe, dirname, version)
+            res = planner.fit_model(profile, d, v, facts, ctx_size, cache_type_k, cache_type_v, ids, parallel)
+            if res.get("instead_of"):  # layers or experts in system memory: its bandwidth decides which is faster
+                bw = _cpu_bandwidth(o, profile, cache)
+                if bw:
+                    res = planner.fit_model(profile, d, v, facts, ctx_size, cache_type_k, cache_type_v, ids, parallel,
+                                            cpu_bw=bw)
         else:
             facts = None
             size = int(model.entry["size_gb"] * 1e9) if model.entry else _file_size(model.files[0])
@@ -268,8 +290,12 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     argv = planner.llama_server_args(res, planner.model_arg(model), {}) if header_model else \
         planner.model_arg(model, hf=False)
     devs = planner.targets(profile, d, v)
-    cpu_bw = _cpu_bandwidth(o, profile, cache) if facts and res["status"] in ("cpu", "partial") else None
+    cpu_bw = _cpu_bandwidth(o, profile, cache) if facts and res["status"] in ("cpu", "partial", "experts") else None
     speed = planner.estimate_speed(profile, res, facts, devs, cpu_bw) if facts else None
+    if speed and res.get("instead_of"):  # the way not taken, by the same bound
+        alt = planner.estimate_speed(profile, {**res, **res["instead_of"]}, facts, devs, cpu_bw)
+        if alt:
+            res["instead_of"]["tokens_per_s"] = alt["tokens_per_s"]
     out = {
         "schema_version": 1, "recipe": d.recipe, "backend": d.backend, "runtime": res.get("runtime"),
         "model": {"spec": model_spec, "name": model.name, "files": model.files,
@@ -285,6 +311,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         "device_ids_known": bool(res.get("devices")) and all(x.get("id") for x in res["devices"]),
         "speed_estimate": speed,
         "warnings": _engine_env_warnings(os.environ) if not (o.root or o.profile_path) else [],
+        "described": next((w.message for w in profile.warnings if w.probe == "described"), None),
     }
     if do_exec:
         if exe is None:
@@ -306,16 +333,19 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
 
 def _cpu_bandwidth(o: Opts, profile, cache: str) -> tuple[float, str] | None:
     """System memory bandwidth for a plan that reads weights there: the tables (a CPU sharing a known
-    device's memory), else measured once on this machine and kept in the cache; never measured for
-    a machine that is only replayed (--root, --profile)."""
+    device's memory), else measured once on this machine and kept in the cache; a machine that is
+    only replayed (--root, --profile) is never measured: its CPU platform's peak from the tables, or
+    nothing."""
     import datetime
 
     from selector import store
-    from selector.models.speed import cpu_bandwidth
+    from selector.models.speed import cpu_bandwidth, cpu_platform_bandwidth
 
     known = cpu_bandwidth(profile)
-    if known or o.root or o.profile_path:
+    if known:
         return known
+    if o.root or o.profile_path:  # another machine: its platform's peak, never this machine's measurement
+        return cpu_platform_bandwidth(profile)
     cpu = profile.cpu
     threads = cpu.cores or os.cpu_count() or 1
     rec_path = store.path(cache, "machine", f"memory-bandwidth:{cpu.brand}:{threads}:{cpu.memory_bytes}")
@@ -368,6 +398,8 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
     where = f"{devs[0]['name']} ({devs[0]['described']})" if devs else "the CPU"
     say(f"{model.label} on {d.backend} ({where})", style="bold")
+    if out.get("described"):
+        say(out["described"], style="yellow")
     s = res["status"]
     trained = res.get("trained_ctx")
     ctx = res.get("ctx")
@@ -385,6 +417,9 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     elif s == "partial":
         say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the GPU (-ngl {res['ngl']}), the rest on the CPU, "
             f"context {ctx}{slots}")
+    elif s == "experts":
+        say(f"fits with the experts of {res['n_cpu_moe']} of {res['n_layer']} layers in system memory "
+            f"(--n-cpu-moe {res['n_cpu_moe']}) and everything else on the GPU, context {ctx}{slots}")
     elif s == "cpu":
         say("runs on the CPU in system memory" + (f", context {ctx}" if ctx else "") + slots)
     else:
@@ -395,16 +430,26 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
         say(f"  {x['name']}: {' + '.join(parts) + ' = ' if parts else ''}{size(x['needs_bytes'])} of "
             f"{size(x['budget_bytes'])} usable" + (f" ({x['memory']})" if x.get("memory") and s != "no" else ""))
     cpu = res.get("cpu")
-    if cpu and s in ("partial", "cpu", "fits", "split", "no"):
+    if cpu and s in ("partial", "experts", "cpu", "fits", "split", "no"):
         terms = [(cpu["weights"], "model (mapped)" if s == "cpu" or s == "no" and not res.get("devices") else
-                  "weights" if s in ("partial", "no") else "token embeddings (mapped)"),
+                  "weights" if s in ("partial", "no") else "token embeddings and experts (mapped)" if s == "experts"
+                  else "token embeddings (mapped)"),
                  (cpu["repack"], "repacked"), (cpu["kv"], "KV"), (cpu["compute"], "compute"), (cpu["output"], "output")]
         text = " + ".join(f"{size(b)} {w}" for b, w in terms if b)
         budget = res.get("cpu_budget")
         say(f"  system memory: {text} = {size(cpu['total'])}" + (f" of {size(budget)} usable" if budget else ""))
     elif res.get("cpu_bytes") and s in ("partial", "cpu", "fits", "split"):
         say(f"  system memory: {size(res['cpu_bytes'])}")
-    for sug in res.get("suggest", []) if s in ("no", "partial") else []:
+    alt = res.get("instead_of")
+    if alt:
+        alt_words = (f"-ngl {alt['ngl']} ({alt['ngl']} of {res['n_layer'] + 1} layers on the GPU)" if alt["status"] == "partial"
+                     else f"--n-cpu-moe {alt['n_cpu_moe']} (the experts of {alt['n_cpu_moe']} layers in system memory)")
+        e = out["speed_estimate"]
+        why = (f"at most ~{e['tokens_per_s']:.0f} tokens/s against ~{alt['tokens_per_s']:.0f}"
+               if e and alt.get("tokens_per_s") else "system memory is the slower to read")
+        say(f"  rather than {alt_words}, which would read {size(alt['cpu_read_bytes'])} per token from system memory; "
+            f"this reads {size(res['cpu_read_bytes'])} ({why})", style="dim")
+    for sug in res.get("suggest", []) if s in ("no", "partial", "experts") else []:
         say(f"  would fit better: {sug['says']}" + (f" ({' '.join(sug['flags'])})" if sug.get("flags") else ""))
     for w in out.get("warnings", []):
         say(f"! {w}", style="yellow")

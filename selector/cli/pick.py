@@ -7,12 +7,13 @@ import sys
 
 import click
 
-from selector.cli.core import EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
+from selector.cli.core import describe_options, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all
 
 
 @click.command("pick")
 @click.argument("recipes", nargs=-1, shell_complete=complete_recipe)
 @common
+@describe_options
 @click.option("--all", "all_", is_flag=True, help="Every recipe of the catalog.")
 @click.option("--allow-missing", is_flag=True,
               help="Exit 0 even when a recipe has no supported backend (an inventory, with --all).")

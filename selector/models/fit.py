@@ -196,21 +196,23 @@ def reserve(backend: str) -> int:
     return fit_table()["reserve"].get(backend, fit_table()["reserve"]["cpu"])
 
 
-def on_gpu(facts: dict, ngl: int, run: Run, layers=None, with_output=None) -> dict:
-    """Bytes on one GPU holding ``layers`` (default: the last ``ngl``, as llama.cpp offloads)."""
+def on_gpu(facts: dict, ngl: int, run: Run, layers=None, with_output=None, cpu_moe: int = 0) -> dict:
+    """Bytes on one GPU holding ``layers`` (default: the last ``ngl``, as llama.cpp offloads), less the
+    expert tensors of the first ``cpu_moe`` layers, which --n-cpu-moe keeps in system memory."""
     n_layer = facts["n_layer"]
     if layers is None:
         layers = range(max(0, n_layer - min(ngl, n_layer)), n_layer)
     if with_output is None:
         with_output = ngl > n_layer
-    weights = sum(facts["layer_bytes"][il] for il in layers) + (facts["output_bytes"] if with_output else 0)
+    weights = sum(facts["layer_bytes"][il] - (facts["expert_bytes"][il] if il < cpu_moe else 0) for il in layers) \
+        + (facts["output_bytes"] if with_output else 0)
     kv = kv_bytes(facts, run, layers)
     compute = compute_bytes(facts, run, "gpu", layers, with_output) if (layers or with_output) else 0
     return {"weights": weights, "kv": kv["total"], "kv_swa": kv["swa"], "compute": compute,
             "total": weights + kv["total"] + compute}
 
 
-def on_cpu(facts: dict, ngl: int, run: Run, cpu: tuple | None = None) -> dict:
+def on_cpu(facts: dict, ngl: int, run: Run, cpu: tuple | None = None, cpu_moe: int = 0) -> dict:
     """Bytes in system memory.  ``cpu`` = (arch, flags) for a CPU build: every layer runs there, the
     whole file is mapped and the repacked weights come on top.  Otherwise a GPU build: token_embd
     always, and the layers -ngl leaves on the CPU, its masks and the output buffer."""
@@ -222,7 +224,8 @@ def on_cpu(facts: dict, ngl: int, run: Run, cpu: tuple | None = None) -> dict:
         compute = compute_bytes(facts, run, "cpu")
     else:
         kept = range(0, max(0, n_layer - min(ngl, n_layer)))
-        weights = facts["input_bytes"] + sum(facts["layer_bytes"][il] for il in kept)
+        weights = facts["input_bytes"] + sum(facts["layer_bytes"][il] for il in kept) \
+            + sum(facts["expert_bytes"][il] for il in range(len(kept), min(cpu_moe, n_layer)))
         if ngl <= n_layer:
             weights += facts["output_bytes"] - (facts["input_bytes"] if facts["tied_embeddings"] else 0)
         repack = 0
@@ -251,7 +254,7 @@ def _largest_ctx(fits, lo: int, hi: int) -> int | None:
 
 
 def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None, cpu_budget: int | None = None,
-         cpu: tuple | None = None, ctx: int | None = None) -> dict:
+         cpu: tuple | None = None, ctx: int | None = None, bandwidth: tuple | None = None) -> dict:
     """Where the model goes.  ``devices``: the GPUs the build serves, best first, each
     ``{"name", "budget"}`` (bytes an engine may allocate there, the reserve not yet taken off).
     ``run``: the engine parameters; its ``ctx`` is the context asked for, or 0 for the largest
@@ -260,7 +263,11 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
 
     Answer ``status``: "fits" (one device, context ``ctx``), "split" (all layers over several
     devices by ``tensor_split``), "partial" (``ngl`` of the layers on the first device, the rest on
-    the CPU), "cpu" (a CPU build: it fits in system memory), or "no" (with ``suggest``).
+    the CPU), "experts" (every layer on the first device but the experts of the first ``n_cpu_moe``
+    layers, which stay in system memory: --n-cpu-moe), "cpu" (a CPU build: it fits in system memory),
+    or "no" (with ``suggest``).  Where both "partial" and "experts" fit, the faster by the bandwidth
+    bound wins (``bandwidth``: GB/s of the first device and of system memory; without them, the one
+    that reads less from system memory per token); ``instead_of`` is the other.
     """
     run = run or Run(ctx=0)
     if ctx is not None:
@@ -332,14 +339,84 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     cpu_room = (cpu_budget or 0) - reserve("cpu")
     full = on_gpu(facts, all_layers, at(c))["total"]
     suggest = _suggest(facts, full - budget0, at(c), one)
-    if k and (cpu_budget is None or host["total"] <= cpu_room):
-        need = on_gpu(facts, k, at(c))
-        return {**res, "status": "partial", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": k,
-                "devices": [_dev(first, need, budget0)], "cpu": host, "cpu_bytes": host["total"], "suggest": suggest}
+    room = lambda h: cpu_budget is None or h["total"] <= cpu_room  # noqa: E731
+    cands = []
+    if k and room(host):
+        cands.append({"status": "partial", "ngl": k, "need": on_gpu(facts, k, at(c)), "host": host,
+                      "cpu_read": sum(layer_active(facts, il) for il in range(n_layer - k)) + facts["output_bytes"]})
+    n_moe = _fewest_cpu_moe(facts, at(c), budget0)
+    if n_moe is not None and room(on_cpu(facts, all_layers, at(c), cpu_moe=n_moe)):
+        cands.append({"status": "experts", "ngl": all_layers, "n_cpu_moe": n_moe,
+                      "need": on_gpu(facts, all_layers, at(c), cpu_moe=n_moe),
+                      "host": on_cpu(facts, all_layers, at(c), cpu_moe=n_moe),
+                      "cpu_read": sum(expert_active(facts, il) for il in range(n_moe))})
+    if cands:
+        for x in cands:
+            x["gpu_read"] = active_bytes(facts) - x["cpu_read"]
+            x["seconds"] = _seconds(x, bandwidth)
+        # the faster by the bandwidth bound; without bandwidths, the one reading less from system memory
+        best = min(cands, key=lambda x: (x["seconds"] if x["seconds"] is not None else 0, x["cpu_read"]))
+        other = [x for x in cands if x is not best]
+        out = {**res, "status": best["status"], "ctx": c, "n_ctx": at(c).n_ctx, "ngl": best["ngl"],
+               "devices": [_dev(first, best["need"], budget0)], "cpu": best["host"], "cpu_bytes": best["host"]["total"],
+               "suggest": suggest, "cpu_read_bytes": best["cpu_read"], "gpu_read_bytes": best["gpu_read"]}
+        if "n_cpu_moe" in best:
+            out["n_cpu_moe"] = best["n_cpu_moe"]
+        if other:
+            o = other[0]
+            out["instead_of"] = {"status": o["status"], "ngl": o["ngl"], "cpu_read_bytes": o["cpu_read"],
+                                 "gpu_read_bytes": o["gpu_read"], **({"n_cpu_moe": o["n_cpu_moe"]} if "n_cpu_moe" in o else {})}
+        return out
     host0 = on_cpu(facts, 0, at(c))
     return {**res, "status": "no", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0,
             "devices": [_dev(first, on_gpu(facts, all_layers, at(c)), budget0)],
             "cpu": host0, "cpu_bytes": host0["total"], "suggest": suggest}
+
+
+def layer_active(facts: dict, il: int) -> int:
+    """Bytes of layer ``il`` read per generated token: all of it but the experts not routed to."""
+    return facts["layer_bytes"][il] - facts["expert_bytes"][il] + expert_active(facts, il)
+
+
+def expert_active(facts: dict, il: int) -> int:
+    """Bytes of layer ``il``'s experts read per token: expert_used_count of expert_count of them."""
+    e = facts["expert_bytes"][il]
+    if facts["n_expert"] and facts["n_expert_used"]:
+        return e * facts["n_expert_used"] // facts["n_expert"]
+    return e
+
+
+def active_bytes(facts: dict) -> int:
+    """Weights read per generated token: every layer's active part and the output layer (not token_embd,
+    which is only looked up)."""
+    return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"]
+
+
+def _fewest_cpu_moe(facts: dict, run: Run, budget: int) -> int | None:
+    """The fewest layers whose experts --n-cpu-moe must keep in system memory for every layer to fit on
+    the GPU, or None (not a mixture of experts, or not even then)."""
+    if not facts["n_expert"] or not any(facts["expert_bytes"]):
+        return None
+    all_layers = facts["n_layer"] + 1
+    if on_gpu(facts, all_layers, run, cpu_moe=facts["n_layer"])["total"] > budget:
+        return None
+    lo, hi = 0, facts["n_layer"]  # fits with hi, not with lo (the whole model did not fit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if on_gpu(facts, all_layers, run, cpu_moe=mid)["total"] <= budget:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _seconds(cand: dict, bandwidth) -> float | None:
+    """Seconds per token by the bandwidth bound: the GPU's share at its bandwidth, the CPU's at system
+    memory's; None when either is unknown."""
+    gpu, cpu = bandwidth or (None, None)
+    if not gpu or not cpu:
+        return None
+    return cand["gpu_read"] / (gpu * 1e9) + cand["cpu_read"] / (cpu * 1e9)
 
 
 def _dev(d: dict, need: dict, budget: int) -> dict:

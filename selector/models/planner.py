@@ -82,7 +82,7 @@ def _where(mem):
 
 
 def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, type_k="f16", type_v="f16",
-              device_ids: dict | None = None, parallel: int = 1) -> dict:
+              device_ids: dict | None = None, parallel: int = 1, cpu_bw: tuple | None = None) -> dict:
     runtime = runtime_of(decision, verdict)
     devs = targets(profile, decision, verdict, device_ids)
     fa = runtime in fit.fit_table()["flash_attention"]["backends"]
@@ -92,7 +92,11 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
     on_cpu = not devs  # the build runs on the CPU alone: its weights are mapped and repacked there
     cpu = (profile.cpu.arch, tuple(profile.cpu.flags or ())) if on_cpu else None
     run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v)
-    res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu)
+    from selector.models.speed import bandwidth_of
+
+    gpu_bw = bandwidth_of(profile, devs[0]["device"]) if devs else None
+    bandwidth = (gpu_bw[0] if gpu_bw else None, cpu_bw[0] if cpu_bw else None)
+    res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth)
     res["runtime"] = runtime
     res["gpu_layers"] = not on_cpu  # whether the line says -ngl: a build running on the CPU has no GPU to give layers
     return res
@@ -110,7 +114,9 @@ def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str
     args += ["--flash-attn", "on" if res["flash_attn"] else "off"]
     args += ["--cache-type-k", res["type_k"], "--cache-type-v", res["type_v"]]
     if res.get("gpu_layers", True) and res["status"] != "cpu":
-        args += ["-ngl", str(res["ngl"] if res["status"] in ("fits", "split", "partial") else 0)]
+        args += ["-ngl", str(res["ngl"] if res["status"] in ("fits", "split", "partial", "experts") else 0)]
+    if res.get("n_cpu_moe"):
+        args += ["--n-cpu-moe", str(res["n_cpu_moe"])]
     if res.get("tensor_split"):
         args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
     ids = [d.get("id") for d in res.get("devices", [])]
@@ -176,7 +182,8 @@ def lemonade_note(res: dict) -> str | None:
     if res.get("status") == "partial":
         return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL} and reserves the flag, so it "
                 f"cannot keep {res['n_layer'] + 1 - res['ngl']} layers on the CPU as this plan does")
-    if res.get("status") in ("fits", "split") and res.get("gpu_layers", True) and res.get("ngl", 0) > LEMONADE_NGL:
+    if res.get("status") in ("fits", "split", "experts") and res.get("gpu_layers", True) and \
+            res.get("ngl", 0) > LEMONADE_NGL:
         return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL}, which leaves "
                 f"{res['ngl'] - LEMONADE_NGL} of this model's {res['ngl']} layers on the CPU")
     return None
@@ -189,27 +196,23 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     from selector.models.speed import bandwidth_of
 
     status = res["status"]
-    n = facts["n_layer"]
     if status in ("fits", "split") and devs:
         used = devs[:len(res.get("devices", []))] or devs[:1]
         bws = [bandwidth_of(profile, d["device"]) for d in used]
         if any(b is None for b in bws):
             return None
         gbps, source = min(bws)  # layer after layer: the slowest device holding weights bounds a split
-        per_token = active_bytes(facts)
+        per_token = fit.active_bytes(facts)
         shares = [(per_token, gbps, f"{gbps:g} GB/s peak bandwidth")]
-    elif status == "partial" and devs and cpu_bw:
+    elif status in ("partial", "experts") and devs and cpu_bw:
         gpu = bandwidth_of(profile, devs[0]["device"])
         if gpu is None:
             return None
-        k = res["ngl"]
-        on_gpu = sum(layer_active(facts, il) for il in range(n - k, n))
-        on_cpu = active_bytes(facts) - on_gpu
-        shares = [(on_gpu, gpu[0], f"{gpu[0]:g} GB/s on the GPU"),
-                  (on_cpu, cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
+        shares = [(res["gpu_read_bytes"], gpu[0], f"{gpu[0]:g} GB/s on the GPU"),
+                  (res["cpu_read_bytes"], cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
         source = f"{gpu[1]}; {cpu_bw[1]}"
     elif status == "cpu" and cpu_bw:
-        shares = [(active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")]
+        shares = [(fit.active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")]
         source = cpu_bw[1]
     else:
         return None
@@ -228,20 +231,6 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     return {"tokens_per_s": round(1 / seconds, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
             "bytes_per_token": per_token, "source": source,
             "basis": f"{words}; an upper bound at an empty context, {caveat}"}
-
-
-def layer_active(facts: dict, il: int) -> int:
-    """Bytes of layer ``il`` read per token: all of it but the experts not routed to."""
-    b = facts["layer_bytes"][il]
-    if facts["n_expert"] and facts["n_expert_used"]:
-        e = facts["expert_bytes"][il]
-        b -= e - e * facts["n_expert_used"] // facts["n_expert"]
-    return b
-
-
-def active_bytes(facts: dict) -> int:
-    """Weights read per generated token: all but the experts not routed to (MoE), and not token_embd."""
-    return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"]
 
 
 def gib(n) -> str:

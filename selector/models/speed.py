@@ -49,3 +49,13 @@ def cpu_bandwidth(profile) -> tuple[float, str] | None:
                     break  # the APU's memory is whatever was fitted: a typical figure is not this machine's
                 return float(row["gbps"]), f"the CPU shares the {name}'s memory ({row.get('note') or row.get('source', '')})"
     return None
+
+
+def cpu_platform_bandwidth(profile) -> tuple[float, str] | None:
+    """(GB/s, words) of the CPU platform's peak memory bandwidth (catalogs/bandwidth.json "cpu"): for a
+    machine that is replayed or described, where nothing can be measured; an upper bound."""
+    brand = (profile.cpu.brand or "").lower()
+    for row in table().get("cpu", []):
+        if row["match"].lower() in brand:
+            return float(row["gbps"]), f"{row['note']}; not measured"
+    return None

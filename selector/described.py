@@ -1,0 +1,139 @@
+"""A machine described in words: ``--gpu "RTX 4090" --gpu "RTX 4090" --vram 24G --ram 64G``.
+
+For a card you are about to buy, or a node of a fleet you plan: the GPUs named replace the ones
+the probe found (this machine's, a capture's or a saved profile's), each made from the same tables
+the probe uses when a driver cannot answer (NVIDIA's compute capability by name, AMD's gfx target
+by name, Intel's Arc names) and its memory from the bandwidth table (or ``--vram``).  Everything
+else (the OS, the CPU, the system memory unless ``--ram``) is the base machine's.  The result is a
+Profile like any other, with a warning that says it was described, not probed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from probes.profile import PCI, AmdGpu, IntelGpu, NvidiaGpu, Profile
+
+UNITS = {"": 1 << 30, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class DescribeError(Exception):
+    """A name or size that does not describe hardware: said in words (a usage error)."""
+
+
+def parse_size(text: str, what: str) -> int:
+    """``24G``, ``24GB``, ``24 GiB``, ``24576M``, ``24`` (GiB): bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", text.lower())
+    if not m or float(m[1]) <= 0:
+        raise DescribeError(f"{what} {text!r}: a size such as 24G, 24GB or 24576M")
+    return int(float(m[1]) * UNITS[m[2]])
+
+
+def _bandwidth_rows() -> list[tuple[str, dict]]:
+    from selector.models.speed import VENDOR, table
+
+    vendors = {v: k for k, v in VENDOR.items()}
+    return [(vendors[v], row) for v in ("nvidia", "amd", "intel") for row in table().get(v, [])]
+
+
+def _known_names() -> list[str]:
+    return [row["match"] for _t, row in _bandwidth_rows()]
+
+
+def lookup(name: str) -> tuple[str, dict]:
+    """(device type, bandwidth row) of a GPU named as its maker sells it (``RTX 4090``, ``Radeon RX
+    7900 XTX``, ``Arc B580``): the most specific row whose name the words contain."""
+    wanted = " ".join(name.lower().replace("geforce", "").replace("nvidia", "").replace("amd", "").split())
+    best = None
+    for dtype, row in _bandwidth_rows():
+        match = row["match"].lower()
+        if re.search(r"(?<![a-z0-9])" + re.escape(match) + r"(?![a-z0-9])", wanted) and \
+                (best is None or len(match) > len(best[1]["match"])):
+            best = (dtype, row)
+    if best is None:
+        near = difflib.get_close_matches(name, _known_names(), n=4, cutoff=0.4) or \
+            difflib.get_close_matches(wanted, [n.lower() for n in _known_names()], n=4, cutoff=0.4)
+        raise DescribeError(f"--gpu {name!r}: no GPU of that name in the tables"
+                            + (f"; near: {', '.join(near)}" if near else "")
+                            + " (selector/catalogs/bandwidth.json lists the names known)")
+    return best
+
+
+def _amd_gfx(row: dict, name: str) -> str:
+    if row.get("gfx"):
+        return row["gfx"]
+    from probes.tables import load
+
+    for dev in load("amd_pci")["devices"]:
+        if row["match"].lower() in dev["name"].lower():
+            return dev["gfx"]
+    raise DescribeError(f"--gpu {name!r}: its gfx target is not in the tables")
+
+
+def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str | None = None) -> Profile:
+    """``base`` with its GPUs replaced by the named ones (when any are named) and its system memory
+    by ``ram``.  Integrated GPUs and SoCs that share system memory are refused: their memory is the
+    machine's, which a name does not say."""
+    p = Profile.from_dict(base.to_dict())
+    vram_bytes = parse_size(vram, "--vram") if vram else None
+    if ram:
+        p.cpu.memory_bytes = parse_size(ram, "--ram")
+    made = []
+    if gpus:
+        p.amd_gpus, p.nvidia_gpus, p.intel_gpus = [], [], []
+        # what the probe said of the GPUs it found is not said of the ones described
+        p.warnings = [w for w in p.warnings if w.probe not in ("amd_gpu", "nvidia", "intel_gpu", "vulkan")]
+        drivers = set(p.vulkan.gpu_drivers)
+        for i, name in enumerate(gpus):
+            dtype, row = lookup(name)
+            if row.get("typical") or row.get("memory_gb") is None and vram_bytes is None:
+                if "memory_gb" not in row and re.search(r"igpu|unified|system memory|soc|jetson",
+                                                        row.get("note", ""), re.I):
+                    raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
+                                        "that machine by its capture (pick-backend --root DIR) instead")
+                raise DescribeError(f"--gpu {name!r}: the tables do not say how much memory a {row['match']} has; "
+                                    "add --vram SIZE")
+            memory = vram_bytes or int(row["memory_gb"] * (1 << 30))  # a card's "24 GB" is 24 GiB of chips
+            label = row["match"]
+            if dtype == "nvidia_gpu":
+                from probes.tables import nvidia_cc_from_name
+
+                cc = nvidia_cc_from_name(label)
+                if cc is None:
+                    raise DescribeError(f"--gpu {name!r}: the compute capability of a {label} is not in the tables")
+                p.nvidia_gpus.append(NvidiaGpu(
+                    index=len(p.nvidia_gpus), name=f"NVIDIA {label}", sm=f"sm_{cc[0]}{cc[1]}", compute_capability=list(cc),
+                    memory_bytes=memory, driver_version=None, cuda_driver_version=None, source="described",
+                    uuid=f"GPU-described-{i}", cuda_index=len(p.nvidia_gpus), vulkan_driver="nvidia_icd"))
+                drivers.add("nvidia_icd")
+            elif dtype == "amd_gpu":
+                gfx = _amd_gfx(row, name)
+                p.amd_gpus.append(AmdGpu(
+                    index=len(p.amd_gpus), name=f"AMD {label}", pci=PCI(vendor="0x1002", device="", bus_id=None),
+                    gfx=gfx, gfx_effective=gfx, vram_bytes=memory, source="described", driver="amdgpu",
+                    hip_index=len(p.amd_gpus), vulkan_driver="radeon_icd"))
+                drivers.add("radeon_icd")
+            else:
+                p.intel_gpus.append(IntelGpu(name=f"Intel Arc {label}", arc=True, index=len(p.intel_gpus),
+                                             vulkan_driver="intel_icd"))
+                drivers.add("intel_icd")
+            made.append(label)
+        p.vulkan.loader = True
+        p.vulkan.gpu_drivers = sorted(drivers)
+    elif vram_bytes is not None:
+        for g in p.amd_gpus:
+            g.vram_bytes = vram_bytes
+        for g in p.nvidia_gpus:
+            g.memory_bytes, g.memory_free_bytes = vram_bytes, None
+    words = []
+    if made:
+        words.append(" + ".join(f"{made.count(n)}x {n}" if made.count(n) > 1 else n for n in dict.fromkeys(made)))
+    if vram_bytes:
+        words.append(f"{vram_bytes / (1 << 30):.1f} GiB of VRAM each")
+    if ram:
+        words.append(f"{p.cpu.memory_bytes / (1 << 30):.1f} GiB of system memory")
+    if words:
+        p.warn("described", f"a described machine, not a probed one: {', '.join(words)} (from the tables); "
+                            "drivers are assumed new enough and every device usable")
+    return p

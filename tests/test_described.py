@@ -1,0 +1,69 @@
+"""A machine described in words (--gpu, --vram, --ram): judged with the tables the probe uses, and
+said to be described, not probed."""
+
+from __future__ import annotations
+
+import pytest
+
+import gguf_models as gm
+from conftest import machine
+
+GiB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory):
+    return gm.write(str(tmp_path_factory.mktemp("described") / "Qwen3-30B-A3B-Q4_K_M.gguf"), "qwen3-30b-a3b")
+
+
+def test_two_cards_you_do_not_have_are_picked_with_the_tables(cli):
+    r = cli("llamacpp", "--gpu", "RTX 4090", "--gpu", "GeForce RTX 4090", "--json")
+    assert r.rc == 0, r.err
+    d = r.json()
+    pick = d["recipes"]["llamacpp"]
+    assert pick["backend"] == "cuda" and pick["device"]["family"] == "sm_89"
+    cuda = next(b for b in pick["backends"] if b["name"] == "cuda")
+    assert len(cuda["devices"]) == 2 and all(x["memory_bytes"] == 24 * GiB for x in cuda["devices"])
+    said = [w["message"] for w in d["warnings"] if w.get("probe") == "described"]
+    assert said and "a described machine, not a probed one: 2x RTX 4090" in said[0]
+    assert not any(w.get("probe") == "nvidia" for w in d["warnings"])  # the probe's words were of other GPUs
+
+
+def test_an_amd_card_takes_its_gfx_target_from_the_tables(cli):
+    r = cli("--root", machine("linux-debian12-x86_64-cpu-only"), "llamacpp", "--gpu", "Radeon RX 7900 XTX", "--json")
+    assert r.rc == 0, r.err
+    rocm = next(b for b in r.json()["recipes"]["llamacpp"]["backends"] if b["name"] == "rocm")
+    assert rocm["supported"] and rocm["device"]["family"] == "gfx1100"
+
+
+def test_a_plan_for_a_described_card_says_so_and_holds_its_memory(cli, moe, tmp_path):
+    r = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4090", "--ram", "64G", "--ctx-size", "40960",
+            "--parallel", "2", "--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0, r.err
+    p = r.json()
+    assert p["described"].startswith("a described machine, not a probed one: RTX 4090, 64.0 GiB of system memory")
+    assert p["fit"]["status"] == "experts" and p["fit"]["devices"][0]["budget_bytes"] < 24 * GiB
+    small = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4090", "--vram", "8G", "--ctx-size", "4096",
+                "--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path), "--json").json()
+    assert small["fit"]["devices"][0]["budget_bytes"] < 8 * GiB < p["fit"]["devices"][0]["budget_bytes"]
+    human = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4090", "--root", machine("linux-ubuntu24.04-rtx4090"),
+                "--cache-dir", str(tmp_path))
+    assert "a described machine, not a probed one: RTX 4090" in human.out
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--gpu", "RTX 4900"], "--gpu 'RTX 4900': no GPU of that name in the tables; near: RTX 4090"),
+    (["--gpu", "Radeon 8060S"], "shares the machine's memory"),
+    (["--gpu", "RTX 5060 Ti"], "the tables do not say how much memory a RTX 5060 Ti has; add --vram SIZE"),
+    (["--gpu", "RTX 4090", "--vram", "lots"], "--vram 'lots': a size such as 24G"),
+    (["--ram", "0"], "--ram '0': a size such as 24G"),
+])
+def test_a_description_that_is_not_hardware_is_a_usage_error(cli, args, says):
+    r = cli("llamacpp", *args)
+    assert r.rc == 2 and says in r.err and "Traceback" not in r.err
+
+
+def test_a_card_the_tables_size_not_can_be_given_its_memory(cli):
+    r = cli("llamacpp", "--gpu", "RTX 5060 Ti", "--vram", "16G", "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["recipes"]["llamacpp"]["device"]["memory_bytes"] == 16 * GiB
