@@ -67,3 +67,14 @@ def test_a_card_the_tables_size_not_can_be_given_its_memory(cli):
     r = cli("llamacpp", "--gpu", "RTX 5060 Ti", "--vram", "16G", "--json")
     assert r.rc == 0, r.err
     assert r.json()["recipes"]["llamacpp"]["device"]["memory_bytes"] == 16 * GiB
+
+
+def test_models_judged_by_size_split_over_the_cards_the_build_serves(cli):
+    two = cli("models", "llamacpp", "--gpu", "RTX 3090", "--gpu", "RTX 3090", "--json", "--cache-dir", "/nonexistent")
+    one = cli("models", "llamacpp", "--gpu", "RTX 3090", "--json", "--cache-dir", "/nonexistent")
+    assert two.rc == one.rc == 0, two.err + one.err
+    by2 = {m["name"]: m for m in two.json()["models"]}
+    by1 = {m["name"]: m for m in one.json()["models"]}
+    name = "Qwen3-Next-80B-A3B-Instruct-GGUF"  # 46.1 GB: more than a 24 GiB card, less than two
+    assert by2[name]["status"] == "split" and by2[name]["fits"] and by2[name]["where"] == "split: VRAM"
+    assert by1[name]["status"] == "no"

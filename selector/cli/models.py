@@ -57,6 +57,12 @@ def _size_fit(profile, d, v, size: int, weights_only: bool = False) -> dict:
     if devs:
         dev = devs[0]
         ok = need <= dev["budget"]
+        if not ok and len(devs) > 1:  # the GPUs the same build serves, layers split over them as plan would
+            total = sum(d["budget"] for d in devs) - fit.reserve(runtime) * (len(devs) - 1)
+            if need <= total:
+                return {"status": "split", "basis": "file size", "ctx": None, "runtime": runtime,
+                        "devices": [{"name": d["name"], "needs_bytes": need * d["budget"] // sum(x["budget"] for x in devs),
+                                     "budget_bytes": d["budget"], "memory": d["memory"](0)} for d in devs]}
         return {"status": "fits" if ok else "no", "basis": "file size", "ctx": None, "runtime": runtime,
                 "devices": [{"name": dev["name"], "needs_bytes": need, "budget_bytes": dev["budget"],
                              "memory": dev["memory"](need)}]}
