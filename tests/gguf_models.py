@@ -47,6 +47,10 @@ MODELS = {
     "gemma3-270m": dict(arch="gemma3", n_layer=18, n_embd=640, n_head=4, n_head_kv=1, head=256, n_ff=2048,
                         n_vocab=262144, ctx_train=32768, tied=True, swa=512, qk_norm=True, embd_type=Q.Q8_0,
                         all_type=Q.Q8_0),
+    # Qwen3-14B Q4_K_M: shapes from Qwen/Qwen3-14B config.json (40 layers, hidden 5120, intermediate 17408,
+    # 40/8 heads of 128, vocab 151936, untied); no log pinned: derived, for the speed of a partial offload
+    "qwen3-14b": dict(arch="qwen3", n_layer=40, n_embd=5120, n_head=40, n_head_kv=8, head=128, n_ff=17408,
+                      n_vocab=151936, ctx_train=40960, tied=False, qk_norm=True, embd_type=Q.Q4_K),
     # Gemma 3 12B: shapes from google/gemma-3-12b-it config.json (no llama.cpp log pinned: derived)
     "gemma3-12b": dict(arch="gemma3", n_layer=48, n_embd=3840, n_head=16, n_head_kv=8, head=256, n_ff=15360,
                        n_vocab=262208, ctx_train=131072, tied=True, swa=1024, qk_norm=True, embd_type=Q.Q6_K),

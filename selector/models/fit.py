@@ -303,7 +303,7 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
                 "cpu_budget": max(budget, 0), "devices": []}
         if got is None:
             return {**base, "status": "no",
-                    "suggest": _suggest(facts, need(c)["total"] - budget, at(c), fits)}
+                    "suggest": _suggest(facts, need(c)["total"] - budget, at(c), fits, "system memory")}
         return {**base, "status": "cpu"}
 
     first = gpus[0]
@@ -450,10 +450,11 @@ def _split(facts, gpus, backend, run: Run):
     return check
 
 
-def _suggest(facts, short: int, run: Run, fits) -> list[dict]:
-    """What would fit instead of ``short`` bytes too many at ``run.ctx``: a q8_0 cache, the largest
-    context that fits (``fits(ctx)``), a smaller quantization."""
-    out = []
+def _suggest(facts, short: int, run: Run, fits, memory: str = "VRAM") -> list[dict]:
+    """What would fit instead of ``short`` bytes too many at ``run.ctx``: more memory, a q8_0 cache, the
+    largest context that fits (``fits(ctx)``), a smaller quantization."""
+    out = [{"kind": "memory", "more_bytes": short,
+            "says": f"{-(-short * 10 // (1 << 30)) / 10:.1f} GiB more {memory} holds it whole as it is"}] if short > 0 else []
     kv = kv_bytes(facts, run)["total"]
     if run.type_k == "f16" and kv:
         saved = kv - kv_bytes(facts, replace(run, type_k="q8_0", type_v="q8_0"))["total"]
