@@ -22,12 +22,16 @@ class DescribeError(Exception):
     """A name or size that does not describe hardware: said in words (a usage error)."""
 
 
+MIN_SIZE, MAX_SIZE = 256 << 20, 64 << 40  # below a quarter GiB or past 64 TiB it is a typo, not a machine
+
+
 def parse_size(text: str, what: str) -> int:
-    """``24G``, ``24GB``, ``24 GiB``, ``24576M``, ``24`` (GiB): bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", text.lower())
-    if not m or float(m[1]) <= 0:
-        raise DescribeError(f"{what} {text!r}: a size such as 24G, 24GB or 24576M")
-    return int(float(m[1]) * UNITS[m[2]])
+    """``24G``, ``24GB``, ``24Gi``, ``24 GiB``, ``24576M``, ``24`` (GiB): bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:ib|i|b)?\s*", text.lower())
+    size = int(float(m[1]) * UNITS[m[2]]) if m else 0
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise DescribeError(f"{what} {text!r}: a size such as 24G, 24GB or 24576M, from 256M to 64T")
+    return size
 
 
 def _bandwidth_rows() -> list[tuple[str, dict]]:
@@ -41,23 +45,34 @@ def _known_names() -> list[str]:
     return [row["match"] for _t, row in _bandwidth_rows()]
 
 
+VENDOR_WORDS = ("nvidia", "geforce", "amd", "radeon", "intel", "arc(tm)", "arc")
+
+
+def _key(name: str) -> str:
+    """A name without its maker's words, case, spaces and dashes: 'GeForce RTX 4090' and 'rtx4090' alike."""
+    words = [w for w in re.split(r"[\s\-_]+", name.lower()) if w and w not in VENDOR_WORDS]
+    return "".join(words)
+
+
 def lookup(name: str) -> tuple[str, dict]:
-    """(device type, bandwidth row) of a GPU named as its maker sells it (``RTX 4090``, ``Radeon RX
-    7900 XTX``, ``Arc B580``): the most specific row whose name the words contain."""
-    wanted = " ".join(name.lower().replace("geforce", "").replace("nvidia", "").replace("amd", "").split())
-    best = None
+    """(device type, bandwidth row) of a GPU named as its maker sells it ('RTX 4090', 'GeForce RTX
+    4090', 'rtx4090', 'Radeon RX 7900 XTX', 'Arc B580'): the whole name, words of the maker aside; a
+    name with more to it ('RTX 4090 Ti', 'A100 80GB') is another card, not this one."""
+    wanted = _key(name)
     for dtype, row in _bandwidth_rows():
-        match = row["match"].lower()
-        if re.search(r"(?<![a-z0-9])" + re.escape(match) + r"(?![a-z0-9])", wanted) and \
-                (best is None or len(match) > len(best[1]["match"])):
-            best = (dtype, row)
-    if best is None:
-        near = difflib.get_close_matches(name, _known_names(), n=4, cutoff=0.4) or \
-            difflib.get_close_matches(wanted, [n.lower() for n in _known_names()], n=4, cutoff=0.4)
-        raise DescribeError(f"--gpu {name!r}: no GPU of that name in the tables"
-                            + (f"; near: {', '.join(near)}" if near else "")
-                            + " (selector/catalogs/bandwidth.json lists the names known)")
-    return best
+        if wanted and _key(row["match"]) == wanted:
+            return dtype, row
+    from selector.models.speed import table
+
+    if any(_key(r["match"]) == wanted for r in table().get("apple", [])):
+        raise DescribeError(f"--gpu {name!r}: an Apple chip's GPU shares its memory; describe a Mac by its "
+                            "capture (pick-backend --root DIR) instead")
+    names = _known_names()
+    near = [names[[_key(n) for n in names].index(k)] for k in
+            difflib.get_close_matches(wanted, [_key(n) for n in names], n=4, cutoff=0.5)]
+    raise DescribeError(f"--gpu {name!r}: no GPU of that name in the tables"
+                        + (f"; near: {', '.join(near)}" if near else "")
+                        + " (selector/catalogs/bandwidth.json lists the names known)")
 
 
 def _amd_gfx(row: dict, name: str) -> str:
@@ -76,8 +91,12 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
     by ``ram``.  Integrated GPUs and SoCs that share system memory are refused: their memory is the
     machine's, which a name does not say."""
     p = Profile.from_dict(base.to_dict())
-    vram_bytes = parse_size(vram, "--vram") if vram else None
-    if ram:
+    vram_bytes = parse_size(vram, "--vram") if vram is not None else None
+    if ram is not None and not gpus and (any(g.integrated for g in p.amd_gpus) or any(g.unified for g in p.nvidia_gpus)
+                                         or p.metal.available):
+        raise DescribeError("--ram: this machine's GPU shares system memory, which a size alone does not "
+                            "describe; describe another machine by its capture (pick-backend --root DIR)")
+    if ram is not None:
         p.cpu.memory_bytes = parse_size(ram, "--ram")
     made = []
     if gpus:
@@ -87,11 +106,11 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         drivers = set(p.vulkan.gpu_drivers)
         for i, name in enumerate(gpus):
             dtype, row = lookup(name)
-            if row.get("typical") or row.get("memory_gb") is None and vram_bytes is None:
-                if "memory_gb" not in row and re.search(r"igpu|unified|system memory|soc|jetson",
-                                                        row.get("note", ""), re.I):
-                    raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
-                                        "that machine by its capture (pick-backend --root DIR) instead")
+            if row.get("typical") or re.search(r"igpu|unified|system memory|soc\b|jetson|apu",
+                                               row.get("note", ""), re.I) or row["match"] in ("Orin", "Xavier"):
+                raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
+                                    "that machine by its capture (pick-backend --root DIR) instead")
+            if row.get("memory_gb") is None and vram_bytes is None:
                 raise DescribeError(f"--gpu {name!r}: the tables do not say how much memory a {row['match']} has; "
                                     "add --vram SIZE")
             memory = vram_bytes or int(row["memory_gb"] * (1 << 30))  # a card's "24 GB" is 24 GiB of chips
@@ -99,11 +118,11 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
             if dtype == "nvidia_gpu":
                 from probes.tables import nvidia_cc_from_name
 
-                cc = nvidia_cc_from_name(label)
+                cc = nvidia_cc_from_name(label) or nvidia_cc_from_name(name)
                 if cc is None:
                     raise DescribeError(f"--gpu {name!r}: the compute capability of a {label} is not in the tables")
                 p.nvidia_gpus.append(NvidiaGpu(
-                    index=len(p.nvidia_gpus), name=f"NVIDIA {label}", sm=f"sm_{cc[0]}{cc[1]}", compute_capability=list(cc),
+                    index=len(p.nvidia_gpus), name=label if label.startswith("NVIDIA") else f"NVIDIA {label}", sm=f"sm_{cc[0]}{cc[1]}", compute_capability=list(cc),
                     memory_bytes=memory, driver_version=None, cuda_driver_version=None, source="described",
                     uuid=f"GPU-described-{i}", cuda_index=len(p.nvidia_gpus), vulkan_driver="nvidia_icd"))
                 drivers.add("nvidia_icd")
@@ -122,18 +141,24 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         p.vulkan.loader = True
         p.vulkan.gpu_drivers = sorted(drivers)
     elif vram_bytes is not None:
-        for g in p.amd_gpus:
-            g.vram_bytes = vram_bytes
-        for g in p.nvidia_gpus:
-            g.memory_bytes, g.memory_free_bytes = vram_bytes, None
+        discrete = [g for g in p.amd_gpus if not g.integrated] + [g for g in p.nvidia_gpus if not g.unified]
+        if not discrete:
+            raise DescribeError("--vram gives the memory of discrete GPUs, and this machine has none "
+                                "(name one with --gpu)")
+        for g in discrete:
+            if hasattr(g, "vram_bytes"):
+                g.vram_bytes, g.vram_used_bytes = vram_bytes, None
+            else:
+                g.memory_bytes, g.memory_free_bytes = vram_bytes, None
     words = []
     if made:
-        words.append(" + ".join(f"{made.count(n)}x {n}" if made.count(n) > 1 else n for n in dict.fromkeys(made)))
+        words.append(" + ".join(f"{made.count(n)}x {n}" if made.count(n) > 1 else n for n in dict.fromkeys(made))
+                     + ("" if vram_bytes else " (memory from the tables)"))
     if vram_bytes:
         words.append(f"{vram_bytes / (1 << 30):.1f} GiB of VRAM each")
     if ram:
         words.append(f"{p.cpu.memory_bytes / (1 << 30):.1f} GiB of system memory")
     if words:
-        p.warn("described", f"a described machine, not a probed one: {', '.join(words)} (from the tables); "
-                            "drivers are assumed new enough and every device usable")
+        p.warn("described", f"a described machine, not a probed one: {', '.join(words)}; drivers are assumed "
+                            "new enough and every device usable")
     return p

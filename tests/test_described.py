@@ -25,7 +25,7 @@ def test_two_cards_you_do_not_have_are_picked_with_the_tables(cli):
     cuda = next(b for b in pick["backends"] if b["name"] == "cuda")
     assert len(cuda["devices"]) == 2 and all(x["memory_bytes"] == 24 * GiB for x in cuda["devices"])
     said = [w["message"] for w in d["warnings"] if w.get("probe") == "described"]
-    assert said and "a described machine, not a probed one: 2x RTX 4090" in said[0]
+    assert said and "a described machine, not a probed one: 2x RTX 4090 (memory from the tables)" in said[0]
     assert not any(w.get("probe") == "nvidia" for w in d["warnings"])  # the probe's words were of other GPUs
 
 
@@ -41,7 +41,8 @@ def test_a_plan_for_a_described_card_says_so_and_holds_its_memory(cli, moe, tmp_
             "--parallel", "2", "--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path), "--json")
     assert r.rc == 0, r.err
     p = r.json()
-    assert p["described"].startswith("a described machine, not a probed one: RTX 4090, 64.0 GiB of system memory")
+    assert p["described"].startswith("a described machine, not a probed one: RTX 4090 (memory from the tables), "
+                                     "64.0 GiB of system memory")
     assert p["fit"]["status"] == "experts" and p["fit"]["devices"][0]["budget_bytes"] < 24 * GiB
     small = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4090", "--vram", "8G", "--ctx-size", "4096",
                 "--root", machine("linux-ubuntu24.04-rtx4090"), "--cache-dir", str(tmp_path), "--json").json()
@@ -53,6 +54,12 @@ def test_a_plan_for_a_described_card_says_so_and_holds_its_memory(cli, moe, tmp_
 
 @pytest.mark.parametrize("args,says", [
     (["--gpu", "RTX 4900"], "--gpu 'RTX 4900': no GPU of that name in the tables; near: RTX 4090"),
+    (["--gpu", "RTX 4090 Ti"], "--gpu 'RTX 4090 Ti': no GPU of that name"),  # more words: another card
+    (["--gpu", "not an RTX 4090"], "no GPU of that name"),
+    (["--gpu", "GB10"], "GB10 shares the machine's memory"),
+    (["--gpu", "M3 Max"], "an Apple chip's GPU shares its memory"),
+    (["--vram", "24G"], "--vram gives the memory of discrete GPUs, and this machine has none"),
+    (["--gpu", "RTX 4090", "--vram", "8M"], "from 256M to 64T"),
     (["--gpu", "Radeon 8060S"], "shares the machine's memory"),
     (["--gpu", "RTX 5060 Ti"], "the tables do not say how much memory a RTX 5060 Ti has; add --vram SIZE"),
     (["--gpu", "RTX 4090", "--vram", "lots"], "--vram 'lots': a size such as 24G"),
@@ -78,3 +85,19 @@ def test_models_judged_by_size_split_over_the_cards_the_build_serves(cli):
     name = "Qwen3-Next-80B-A3B-Instruct-GGUF"  # 46.1 GB: more than a 24 GiB card, less than two
     assert by2[name]["status"] == "split" and by2[name]["fits"] and by2[name]["where"] == "split: VRAM"
     assert by1[name]["status"] == "no"
+
+
+@pytest.mark.parametrize("spelling", ["rtx4090", "GeForce RTX 4090", "NVIDIA GeForce RTX 4090", "rtx-4090"])
+def test_a_card_is_found_however_its_maker_words_are_spelled(cli, spelling):
+    r = cli("llamacpp", "--gpu", spelling, "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["recipes"]["llamacpp"]["device"]["name"] == "NVIDIA RTX 4090"
+
+
+def test_a_described_machine_is_never_run_and_never_measured(cli, moe, tmp_path):
+    r = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4090", "--exec", "--cache-dir", str(tmp_path))
+    assert r.rc == 2 and "--gpu/--vram/--ram plans for another one" in r.err
+    p = cli("plan", "llamacpp", "--model", moe, "--gpu", "RTX 4060", "--ram", "64G", "--ctx-size", "8192",
+            "--cache-dir", str(tmp_path), "--json")
+    assert p.rc == 0, p.err
+    assert "measuring" not in p.err and "measured here" not in (p.json()["speed_estimate"] or {}).get("basis", "")

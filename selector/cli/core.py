@@ -174,7 +174,7 @@ class Opts:
         self._profile = None
         self._catalog = None
         gpus, vram, ram = kwargs.get("gpu") or (), kwargs.get("vram"), kwargs.get("ram")
-        self.described = (list(gpus), vram, ram) if (gpus or vram or ram) else None
+        self.described = (list(gpus), vram, ram) if (gpus or vram is not None or ram is not None) else None
 
     def __getattr__(self, name):
         try:

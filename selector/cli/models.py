@@ -249,9 +249,10 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     if do_exec and as_json:
         raise Fail(EXIT_USAGE, "--exec starts the server in this process: there is no JSON to print after it "
                                "(plan --json shows the line; --exec runs it)")
-    if do_exec and (o.root or o.profile_path):
-        raise Fail(EXIT_USAGE, f"--exec runs a build on this machine, and --{'root' if o.root else 'profile'} "
-                               "plans for another one; plan it here without it")
+    if do_exec and (o.root or o.profile_path or o.described):
+        other = "--root" if o.root else "--profile" if o.profile_path else "--gpu/--vram/--ram"
+        raise Fail(EXIT_USAGE, f"--exec runs a build on this machine, and {other} plans for another one; "
+                               "plan it here without it")
     _check_parallel(parallel)
     profile, cat, d, v = _decision(o, recipe, backend)
     rec = cat.recipes[d.recipe]
@@ -350,7 +351,7 @@ def _cpu_bandwidth(o: Opts, profile, cache: str) -> tuple[float, str] | None:
     known = cpu_bandwidth(profile)
     if known:
         return known
-    if o.root or o.profile_path:  # another machine: its platform's peak, never this machine's measurement
+    if o.root or o.profile_path or o.described:  # another machine: its platform's peak, never a measurement here
         return cpu_platform_bandwidth(profile)
     cpu = profile.cpu
     threads = cpu.cores or os.cpu_count() or 1
@@ -424,7 +425,7 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
         say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the GPU (-ngl {res['ngl']}), the rest on the CPU, "
             f"context {ctx}{slots}")
     elif s == "experts":
-        say(f"fits with the experts of {res['n_cpu_moe']} of {res['n_layer']} layers in system memory "
+        say(f"fits with the experts of the first {res['n_cpu_moe']} layers in system memory "
             f"(--n-cpu-moe {res['n_cpu_moe']}) and everything else on the GPU, context {ctx}{slots}")
     elif s == "cpu":
         say("runs on the CPU in system memory" + (f", context {ctx}" if ctx else "") + slots)
@@ -449,7 +450,7 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     alt = res.get("instead_of")
     if alt:
         alt_words = (f"-ngl {alt['ngl']} ({alt['ngl']} of {res['n_layer'] + 1} layers on the GPU)" if alt["status"] == "partial"
-                     else f"--n-cpu-moe {alt['n_cpu_moe']} (the experts of {alt['n_cpu_moe']} layers in system memory)")
+                     else f"--n-cpu-moe {alt['n_cpu_moe']} (the experts of the first {alt['n_cpu_moe']} layers in system memory)")
         e = out["speed_estimate"]
         why = (f"at most ~{e['tokens_per_s']:.0f} tokens/s against ~{alt['tokens_per_s']:.0f}"
                if e and alt.get("tokens_per_s") else "system memory is the slower to read")

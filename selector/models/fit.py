@@ -312,7 +312,10 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     def one(c):
         return on_gpu(facts, all_layers, at(c))["total"] <= budget0
 
-    got = (asked if one(asked) else None) if asked is not None else _largest_ctx(one, lo, train)
+    # several GPUs serve the build: llama.cpp spreads the layers over all of them unless told otherwise
+    # (split mode layer, in proportion to their free memory), so the plan does as the line will
+    got = None if len(gpus) > 1 else \
+        (asked if one(asked) else None) if asked is not None else _largest_ctx(one, lo, train)
     if got is not None:
         need = on_gpu(facts, all_layers, at(got))
         host = on_cpu(facts, all_layers, at(got))
@@ -338,13 +341,15 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     host = on_cpu(facts, k, at(c))
     cpu_room = (cpu_budget or 0) - reserve("cpu")
     full = on_gpu(facts, all_layers, at(c))["total"]
-    suggest = _suggest(facts, full - budget0, at(c), one)
+    suggest = _suggest(facts, full - budget0, at(c), one, "memory" if first.get("shared") else "VRAM")
     room = lambda h: cpu_budget is None or h["total"] <= cpu_room  # noqa: E731
     cands = []
+    if first.get("shared"):  # the GPU's memory is system memory: layers or experts moved out take the same room
+        k = 0
     if k and room(host):
         cands.append({"status": "partial", "ngl": k, "need": on_gpu(facts, k, at(c)), "host": host,
                       "cpu_read": sum(layer_active(facts, il) for il in range(n_layer - k)) + facts["output_bytes"]})
-    n_moe = _fewest_cpu_moe(facts, at(c), budget0)
+    n_moe = None if first.get("shared") else _fewest_cpu_moe(facts, at(c), budget0)
     if n_moe is not None and room(on_cpu(facts, all_layers, at(c), cpu_moe=n_moe)):
         cands.append({"status": "experts", "ngl": all_layers, "n_cpu_moe": n_moe,
                       "need": on_gpu(facts, all_layers, at(c), cpu_moe=n_moe),
@@ -368,9 +373,12 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
                                  "gpu_read_bytes": o["gpu_read"], **({"n_cpu_moe": o["n_cpu_moe"]} if "n_cpu_moe" in o else {})}
         return out
     host0 = on_cpu(facts, 0, at(c))
-    return {**res, "status": "no", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0,
-            "devices": [_dev(first, on_gpu(facts, all_layers, at(c)), budget0)],
-            "cpu": host0, "cpu_bytes": host0["total"], "suggest": suggest}
+    out = {**res, "status": "no", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0,
+           "devices": [_dev(first, on_gpu(facts, all_layers, at(c)), budget0)],
+           "cpu": host0, "cpu_bytes": host0["total"], "suggest": suggest}
+    if first.get("shared"):  # one memory: what the GPU needs is the whole of it
+        del out["cpu"]
+    return out
 
 
 def layer_active(facts: dict, il: int) -> int:

@@ -54,7 +54,8 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
         mem = memory.metal(profile) if d.type == "metal" else memory.of(profile, d.gpu)
         budget = mem.usable_free if mem.usable_free is not None else mem.usable
         out.append({"name": d.name or d.type, "budget": budget or 0, "memory": _where(mem), "device": d,
-                    "described": mem.describe(), "id": (device_ids or {}).get(_key(d))})
+                    "described": mem.describe(), "id": (device_ids or {}).get(_key(d)),
+                    "shared": _integrated(d)})  # its memory is system memory: nothing to move out to
     return out
 
 
