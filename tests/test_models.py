@@ -891,6 +891,38 @@ def test_a_moe_too_big_for_the_gpu_keeps_the_fewest_experts_in_system_memory(cli
     assert p["lemonade"] is None or "--n-cpu-moe" in p["lemonade"]
 
 
+@pytest.mark.parametrize("key,vram_gib", [("gpt-oss-20b", 8), ("deepseek-v3", 16), ("qwen3-30b-a3b", 12)])
+def test_experts_in_system_memory_are_the_tensors_the_engine_moves(models, key, vram_gib):
+    """--n-cpu-moe N overrides the tensors matching blk.<i>.ffn_(up|down|gate)_exps for i < N to the
+    CPU (common/arg.cpp LLM_FFN_EXPS_REGEX); with mmap they stay in CPU_Mapped beside token_embd.
+    The bytes are counted here from the file's own tensor table, not from the planner's facts:
+    gpt-oss with its sliding-window layers, DeepSeek's MLA with three dense layers first."""
+    import re
+
+    import gguf
+
+    path = models[key]
+    f = facts_of(path)
+    run = fit.Run(ctx=8192)
+    res = fit.plan(f, [{"name": "g", "budget": vram_gib * GiB + fit.reserve("cuda")}], "cuda", run)
+    assert res["status"] == "experts" and res["ngl"] == f["n_layer"] + 1
+    n = res["n_cpu_moe"]
+    sizes = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(path).tensors}
+    exps = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate)_exps")
+    moved = sum(b for name, b in sizes.items() if (m := exps.match(name)) and int(m.group(1)) < n)
+    assert moved > 0
+    assert res["cpu"]["weights"] == sizes["token_embd.weight"] + moved
+    dev = res["devices"][0]
+    assert dev["weights_bytes"] == sum(sizes.values()) - sizes["token_embd.weight"] - moved + \
+        (sizes["token_embd.weight"] if "output.weight" not in sizes else 0)  # a tied output is a copy
+    assert dev["kv_bytes"] == fit.kv_bytes(f, run)["total"] and dev["kv_swa_bytes"] == fit.kv_bytes(f, run)["swa"]
+    if key == "gpt-oss-20b":
+        assert 0 < dev["kv_swa_bytes"] < dev["kv_bytes"]  # half its layers keep a window of 128, not the context
+    # one layer fewer would not fit, so no more is kept in system memory than must be
+    assert fit.on_gpu(f, f["n_layer"] + 1, run, cpu_moe=n - 1)["total"] > vram_gib * GiB or \
+        not any(exps.match(name) and int(exps.match(name).group(1)) == n - 1 for name in sizes)
+
+
 def test_the_bandwidths_decide_between_layers_and_experts_in_system_memory(models):
     f = facts_of(models["qwen3-30b-a3b"])
     gpus = [{"name": "g", "budget": 12 * GiB + fit.reserve("cuda")}]
