@@ -124,6 +124,18 @@ def test_the_line_of_a_build_without_a_gpu_backend_gives_no_layers(gguf, system_
     assert "no usable GPU found" not in log
 
 
+def test_a_cpu_plan_leaves_the_experts_where_the_engine_keeps_them(gguf, system_path, tmp_path):
+    """On a CPU build --n-cpu-moe moves nothing (an override to the CPU picks from the CPU's own list,
+    repacking first), so the plan of a mixture of experts on the CPU does not write it and counts the
+    experts repacked, as the engine does with or without the option."""
+    p = plan(system_path, tmp_path, gguf["qwen3moe-q4_0"], "--ctx-size", "512")
+    assert "--n-cpu-moe" not in p["args"] and p["fit"]["cpu"]["repack"] > 0
+    got, _log = engine(p, system_path)
+    log, rc = E.start_server([p["executable"], *p["args"], "--n-cpu-moe", "4"], env={"PATH": system_path})
+    assert rc == 0 and E.buffers(log)["model"] == got["model"]
+    assert abs(p["fit"]["cpu"]["repack"] - got["model"]["CPU_REPACK"]) <= PRINTED
+
+
 def test_the_plan_table_in_the_docs_is_this_build(gguf):
     """docs/models.md names the build its table was measured on; it is the build the tests run."""
     build, commit = E.version()
