@@ -10,15 +10,15 @@ See docs/catalogs.md for the format.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from probes.host import InputError, need, read_json
 from probes.record import FrozenRecord, Record, field
 
+from selector.kinds import ACCELERATORS, DEVICE_TYPES  # noqa: F401 - the kinds a row may name (catalogs/device-kinds.json)
+
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 BUILTIN = ("lemonade", "localai")
-DEVICE_TYPES = ("cpu", "amd_gpu", "nvidia_gpu", "amd_npu", "metal", "intel_gpu")
-ACCELERATORS = ("amd_gpu", "nvidia_gpu", "amd_npu", "metal", "intel_gpu")
 OSES = ("linux", "windows", "macos")
 TIERS = ("core", "experimental", "guest")
 FORMATS = ("native", "container", "python")
@@ -33,6 +33,11 @@ class Row(FrozenRecord):
     requires: dict = field(default_factory=dict, compare=False, hash=False)  # extra gates (schema extensions)
     note: str | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)  # catalog-specific fields
+
+    @cached_property
+    def shown(self) -> dict:
+        """The row's display fields (install command, env) as verdicts show them."""
+        return {k: self.extra[k] for k in DISPLAY_FIELDS if k in self.extra}
 
 
 class Gate(FrozenRecord):
@@ -76,6 +81,18 @@ class Recipe(Record):
                 seen.append(r.backend)
         return seen
 
+    def oses_of(self, backend: str) -> list[str]:
+        """Every OS any row of ``backend`` names, in catalog order."""
+        return self._oses.get(backend, [])
+
+    @cached_property
+    def _oses(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self.rows:
+            seen = out.setdefault(r.backend, [])
+            seen += [o for o in r.os if o not in seen]
+        return out
+
     @property
     def backend_flag(self) -> str | None:
         for opt in self.options:
@@ -96,12 +113,14 @@ class Catalog(Record):
 
     def gates_for(self, recipe: str, backend: str) -> dict[str, list[Gate]]:
         """{family: [gates]} of one recipe's backend (computed once per catalog)."""
-        index = self.__dict__.get("_gates")
-        if index is None:
-            index = self.__dict__["_gates"] = {}
-            for g in self.gates:
-                index.setdefault((g.recipe, g.backend), {}).setdefault(g.family, []).append(g)
-        return index.get((recipe, backend), {})
+        return self._gate_index.get((recipe, backend), {})
+
+    @cached_property
+    def _gate_index(self) -> dict:
+        index: dict = {}
+        for g in self.gates:
+            index.setdefault((g.recipe, g.backend), {}).setdefault(g.family, []).append(g)
+        return index
 
     def exclusions_for(self, backend: str, device_type: str) -> list[Exclusion]:
         return [e for e in self.exclusions if e.backend == backend and e.device_type == device_type]

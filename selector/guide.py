@@ -21,10 +21,11 @@ from typing import NamedTuple
 
 from probes.host import need, read_json
 
+from selector.kinds import DEVICE_TYPES
+
 GUIDE_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 DEFAULT_GUIDE = "guide-amd"
 SCHEMA_VERSION = 1
-DEVICE_TYPES = ("cpu", "amd_gpu", "nvidia_gpu", "amd_npu", "metal", "intel_gpu")
 OSES = ("linux", "windows", "macos")
 # advice kinds the code knows how to detect (see advice_for)
 ADVICE_KINDS = ("cuda_on_radeon", "runs_on_cpu")

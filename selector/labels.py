@@ -140,7 +140,7 @@ def labels(profile, decisions, prefix: str = DEFAULT_PREFIX, verified: dict | No
     for g in profile.nvidia_gpus:
         if g.visible and g.sm:
             put(f"nvidia.{g.sm}", "true")
-    npu = Machine(profile).npu  # the same NPU the engine judges recipes on
+    npu = Machine(profile).first("amd_npu")  # the same NPU the engine judges recipes on
     if npu is not None:
         put("npu", npu.generation or "unknown")
     if profile.metal.available:

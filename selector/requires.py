@@ -98,7 +98,7 @@ def arch_reason(arch: str, wanted) -> str:
 # version gates: key -> (what, how to read the machine's version)
 _MINIMUMS = {
     "nvidia_driver_min": ("NVIDIA driver", lambda m, gpu: getattr(gpu, "driver_version", None) or
-                          (m.nvidia.driver_version if m.nvidia is not None else None)),
+                          (getattr(m.first("nvidia_gpu"), "driver_version", None))),
     "glibc_min": ("glibc", lambda m, gpu: m.profile.os.glibc),
     "macos_min": ("macOS", lambda m, gpu: m.profile.os.version if m.os == "macos" else None),
 }
@@ -231,7 +231,7 @@ def check(m, row, gpu=None) -> str:
             return f"needs a {_words(boards)} board ({found})"
     build = req.get("cuda")
     if build:
-        why = cuda_reason(gpu if gpu is not None else getattr(m, "nvidia", None), build)
+        why = cuda_reason(gpu if gpu is not None else m.first("nvidia_gpu"), build)
         if why:
             return why
     return ""

@@ -598,13 +598,13 @@ def test_a_row_that_lists_the_cpu_before_nvidia_still_runs_on_the_nvidia_gpu():
 def test_an_apus_gtt_counts_in_the_memory_the_device_order_compares():
     # a Strix Halo's 512 MiB carve-out is not what an engine can use: its GTT is (probes/memory.py),
     # and the order among integrated GPUs of different vendors compares that
-    from probes.profile import AmdGpu
-    from selector.engine import Device, _usable
+    from probes.profile import AmdGpu, NvidiaGpu, Profile
+    from selector.engine import Machine
 
     apu = AmdGpu(gfx="gfx1151", integrated=True, vram_bytes=512 << 20, gtt_bytes=64 << 30)
-    dev = Device("amd_gpu", "gfx1151", 0, "Strix Halo", memory_bytes=512 << 20, gpu=apu)
-    assert _usable(dev) == (512 << 20) + (64 << 30)
-    assert _usable(Device("nvidia_gpu", "sm_89", 0, "RTX 4090", memory_bytes=24 << 30)) == 24 << 30
+    m = Machine(Profile(amd_gpus=[apu], nvidia_gpus=[NvidiaGpu(sm="sm_89", memory_bytes=24 << 30)]))
+    assert m.visible["amd_gpu"][0].usable_memory() == (512 << 20) + (64 << 30)
+    assert m.visible["nvidia_gpu"][0].usable_memory() == 24 << 30
 
 
 def test_the_system_note_names_prefer_system_only_where_it_would_choose_system(run):

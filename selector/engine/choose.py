@@ -1,0 +1,115 @@
+"""Choosing among the verdicts: the policy (accelerator-first, Lemonade's order, measured speed).
+The verdicts are the same under every policy; only the choice among them changes."""
+
+from __future__ import annotations
+
+from selector.catalog import Catalog, Recipe
+from selector.engine.records import INSTALLED_STATES, Device, Settings, Verdict
+from selector.engine.state import install_dir_name, recipe_channel
+from selector.engine.words import and_
+from selector.kinds import ACCELERATORS
+
+
+def _first_with_installed_wins(cands: list[Verdict]) -> tuple[Verdict | None, str]:
+    if not cands:
+        return None, ""
+    first = cands[0]
+    if first.state in INSTALLED_STATES:
+        return first, "first supported backend in preference order"
+    for v in cands[1:]:
+        if v.state in INSTALLED_STATES:
+            return v, (f"already installed ({v.state}); an installed backend wins over earlier ones "
+                       f"that are only installable ({first.name})")
+    return first, "first supported backend in preference order"
+
+
+def system_preferred(recipe: Recipe, settings: Settings) -> bool:
+    """--prefer-system / config first; else, under --policy lemonade, Lemonade's own default for the
+    recipe (catalog ``prefer_system_default``: true for llamacpp in its defaults.json)."""
+    if recipe.name in settings.prefer_system_by_recipe:
+        return settings.prefer_system_by_recipe[recipe.name]
+    if settings.prefer_system:
+        return True
+    return settings.policy == "lemonade" and bool(recipe.extra.get("prefer_system_default", False))
+
+
+def device_key(dev: Device | None) -> str:
+    """The same device across runs: its UUID, else its PCI address, else its kind and index; the CPU
+    is "cpu" (bench.devices_of keys the machine's devices the same way)."""
+    if dev is None or dev.type == "cpu":
+        return "cpu"
+    return dev.uuid or dev.bus_id or f"{dev.type}:{dev.index}"
+
+
+def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
+    """--policy measured: the supported backend whose fresh result on its device is fastest, over the
+    model measured on the most backends (then the latest).  (None, why) when nothing can decide."""
+    recs = settings.measurements.get(recipe.name, [])
+    prefix = "pp" if settings.metric == "pp" else "tg"
+    channel = recipe_channel(recipe, settings)
+    by_model: dict[str, dict[str, dict]] = {}
+    noisy = 0
+    for v in cands:
+        key = device_key(v.device)
+        dirname = install_dir_name(recipe, v.name, channel)  # rocm-nightly's speed is not rocm-stable's
+        for r in recs:
+            if r["dir"] == dirname and r["device"].get("key") == key and r["test"].startswith(prefix) \
+                    and "+" not in r["test"]:
+                if r.get("noisy"):  # its runs disagreed: it says more about the machine's load than the build
+                    noisy += 1
+                    continue
+                best = by_model.setdefault(r["model"]["key"], {})
+                if v.name not in best or r["at"] > best[v.name]["at"]:  # tg128 and tg256: the latest run
+                    best[v.name] = r
+    if not by_model:
+        if noisy:
+            return None, (f"the fresh {prefix} measurements of {recipe.name} on this machine are noisy (their runs "
+                          f"disagreed by more than a tenth of their mean); measure again on a quiet machine")
+        return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
+                      f"(`pick-backend bench {recipe.name} --model M` makes them)")
+    model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))
+    results = sorted(by_model[model].values(), key=lambda r: -r["avg_ts"])
+    win = results[0]
+    chosen = next(v for v in cands if v.name == win["backend"])
+    words = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in results)
+    one = "" if len(results) > 1 else " (the only backend measured)"
+    return chosen, (f"measured: {words}{one} ({win['test']}, {win['model'].get('label', model)}, "
+                    f"{win['at'][:10]})")
+
+
+def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
+    prefer_system = system_preferred(recipe, settings)
+    cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
+    if settings.policy == "lemonade":
+        return _first_with_installed_wins(cands)
+    if settings.policy == "measured":  # a measured system build competes on its speed like the others
+        v, why = _fastest([v for v in vs if v.supported], recipe, settings)
+        if v is not None:
+            return v, why
+        fallback, fwhy = choose(vs, recipe, Settings(channel=settings.channel, prefer_system=settings.prefer_system,
+                                                     prefer_system_by_recipe=settings.prefer_system_by_recipe))
+        return fallback, f"{why}; accelerator-first instead: {fwhy}"
+    acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
+    if acc:
+        v, why = _first_with_installed_wins(acc)
+        return v, why.replace("first supported backend", "first supported accelerator backend")
+    v, why = _first_with_installed_wins(cands)
+    if v is not None and v.name == "system":
+        why = "no accelerator backend is supported here; the build on PATH comes first, as prefer_system asks"
+    elif v is not None:
+        why = "no accelerator backend is supported here; " + why.replace("first supported backend", "first supported CPU backend")
+    return v, why
+
+
+def losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str) -> str:
+    """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
+    after = vs[vs.index(chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
+    lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
+            and v.device.type in ACCELERATORS and v.name != "system"]
+    if not lost:
+        return ""
+    owner = catalog.extra.get("owner") or catalog.name
+    order = f"{owner}'s order"  # only accelerator-first names losers: under --policy lemonade the first row wins
+    names = and_(lost)
+    flags = " or ".join(f"--backend {n}" for n in lost)
+    return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"

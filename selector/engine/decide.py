@@ -1,0 +1,79 @@
+"""``decide``: one recipe on one machine under the user's settings: every backend's verdict, the
+choice among them, and how to run it."""
+
+from __future__ import annotations
+
+from selector.catalog import Catalog
+from selector.engine.choose import choose, losers, system_preferred
+from selector.engine.devices import Machine
+from selector.engine.match import verdicts
+from selector.engine.records import Decision, Settings
+from selector.engine.run_env import override_notes, run_env_for
+from selector.engine.state import recipe_channel
+from selector.kinds import TYPE_WORDS
+
+
+def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None = None,
+           settings: Settings | None = None, pins: dict | None = None, machine: Machine | None = None) -> Decision:
+    settings = settings or Settings()
+    installed = installed or {}
+    pins = pins or {}
+    m = machine or Machine(profile)
+    recipe = catalog.recipes[recipe_name]
+    channel = recipe_channel(recipe, settings)
+    vs = verdicts(m, catalog, recipe, installed, pins, channel)
+    flag = recipe.backend_flag
+    warnings: list[str] = []
+    notes: list[str] = []
+    pinned = settings.backends.get(recipe_name)
+    if pinned and pinned != "auto":
+        v = next((x for x in vs if x.name == pinned), None)
+        source = settings.backend_sources.get(recipe_name, "--backend")
+        if v is None:
+            raise KeyError(pinned)
+        if v.supported:
+            reason = f"pinned by {source}"
+        else:
+            reason = f"pinned by {source}, but not supported here: {v.reason}"
+        chosen, why, is_pinned = v, reason, True
+    else:
+        chosen, why = choose(vs, recipe, settings)
+        is_pinned = False
+        if settings.policy != "lemonade":  # pragma: no mutate (under lemonade the same choice: no note)
+            lem_settings = Settings(settings.channel, settings.prefer_system, "lemonade",
+                                    prefer_system_by_recipe=settings.prefer_system_by_recipe)
+            # the verdicts are the same under every policy (an exclusion is a hardware fact): only the
+            # choice among them is Lemonade's
+            other, _ = choose(vs, recipe, lem_settings)
+            if chosen is not None and other is not None and other.name != chosen.name:
+                if other.name == "system" and not system_preferred(recipe, settings):
+                    # --prefer-system only allows the system build: accelerator-first still puts a GPU
+                    # build before it, so the flag is named only where it would choose system
+                    allowed = Settings(settings.channel, True, settings.policy,
+                                       prefer_system_by_recipe={**settings.prefer_system_by_recipe, recipe_name: True})
+                    with_flag = choose(vs, recipe, allowed)[0]
+                    flags = "--prefer-system or --backend system" if with_flag is not None and \
+                        with_flag.name == "system" else "--backend system"
+                    notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
+                                 f"{recipe_name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
+                else:
+                    # what chose instead: the measurement, or accelerator-first (also measured's fallback)
+                    ours = ("the measurement prefers" if why.startswith("measured:") else "accelerator-first prefers")
+                    notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
+                                 f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
+        if chosen is not None:
+            why += losers(vs, chosen, catalog, recipe_name)
+    if chosen is None:
+        no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"
+        return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
+                        False, warnings, notes, channel)
+    if chosen.supported and chosen.on_cpu and chosen.name not in ("cpu", "system"):
+        warnings.append(f"{chosen.name} runs on the CPU here, not on a GPU"
+                        + (f" ({'; '.join(chosen.cpu_because)})" if chosen.cpu_because else ""))
+    run_env, env_note, kept = run_env_for(m, chosen) if chosen.supported else ({}, "", [])
+    if env_note:
+        notes.append(env_note)
+    notes += override_notes(m, chosen)
+    run_args = f"{flag} {chosen.name}" if flag else None
+    return Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
+                    warnings, notes, channel, run_env, kept)

@@ -1,0 +1,184 @@
+"""What the engine answers: the settings it is asked under, the devices it names, a verdict per
+backend and the decision per recipe (the Pick JSON of docs/json.md), and the typed result of judging
+one device against one row."""
+
+from __future__ import annotations
+
+from probes.record import Record, field
+
+POLICIES = ("accelerator-first", "lemonade", "measured")
+METRICS = ("tg", "pp")
+CHANNELS = ("stable", "nightly")
+INSTALLED_STATES = ("installed", "update_available", "update_required")
+
+
+class Settings(Record):
+    channel: str = "stable"
+    prefer_system: bool = False
+    policy: str = "accelerator-first"
+    backends: dict[str, str] = field(default_factory=dict)  # recipe -> pinned backend
+    backend_sources: dict[str, str] = field(default_factory=dict)  # recipe -> "--backend" | "config.json"
+    prefer_system_by_recipe: dict[str, bool] = field(default_factory=dict)
+    metric: str = "tg"  # --policy measured: generation (tg) or prompt processing (pp) speed
+    measurements: dict = field(default_factory=dict)  # recipe -> fresh bench records (selector/bench.py)
+
+    def prefer_system_for(self, recipe: str) -> bool:
+        return self.prefer_system_by_recipe.get(recipe, self.prefer_system)
+
+    def to_dict(self) -> dict:
+        out = {"channel": self.channel, "prefer_system": self.prefer_system, "policy": self.policy}
+        if self.policy == "measured":
+            out["metric"] = self.metric
+        return out
+
+
+class Device(Record):
+    """A device a backend runs on, as the JSON names it.  ``family`` is what the support row judged (the
+    effective gfx, the sm, the NPU generation, the CPU arch)."""
+
+    type: str
+    family: str | None
+    index: int | None = None
+    name: str | None = None
+    memory_bytes: int | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
+
+    gpu: object = field(default=None, compare=False)  # the Profile record behind it (not serialised)
+    token: str | None = field(default=None, compare=False)  # the row token it matched (gfx110X)
+    unit: object = field(default=None, compare=False)  # the engine's record of it (devices.Unit)
+
+    def __init__(self, type, family, index=None, name=None, memory_bytes=None, bus_id=None, uuid=None,
+                 gpu=None, token=None, unit=None):  # hot path: spelled out
+        self.type, self.family, self.index, self.name = type, family, index, name
+        self.memory_bytes, self.bus_id, self.uuid = memory_bytes, bus_id, uuid
+        self.gpu, self.token, self.unit = gpu, token, unit
+
+    def to_dict(self) -> dict:
+        d = {"type": self.type, "family": self.family, "index": self.index, "name": self.name}
+        if self.memory_bytes is not None:
+            d["memory_bytes"] = self.memory_bytes
+        if self.bus_id is not None:
+            d["bus_id"] = self.bus_id
+        if self.uuid is not None:
+            d["uuid"] = self.uuid
+        return d
+
+
+class Verdict(Record):
+    name: str
+    tier: str
+    format: str
+    supported: bool
+    state: str
+    reason: str
+    device: Device | None
+    notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # catalog display fields of the row (install, env)
+    devices: list[Device] = field(default_factory=list)  # every usable device satisfying the row, best first
+    passed_over: list[tuple[Device, str]] = field(default_factory=list)  # devices of the row's types that do not fit
+    cpu_because: list[str] = field(default_factory=list)  # on the CPU: why no accelerator entry of the row fit
+    # what the backend opens on a GPU: "compute" (ROCm/CUDA) or "graphics" (Vulkan); every Verdict is given one
+    access: str = "compute"  # pragma: no mutate
+
+    def __init__(self, name, tier, format, supported, state, reason, device, notes=None, extra=None,
+                 devices=None, passed_over=None, cpu_because=None, access="compute"):  # hot path
+        self.name, self.tier, self.format, self.supported = name, tier, format, supported
+        self.state, self.reason, self.device = state, reason, device
+        self.notes = [] if notes is None else notes
+        self.extra = {} if extra is None else extra
+        self.devices = ([device] if device is not None else []) if devices is None else devices
+        self.passed_over = [] if passed_over is None else passed_over
+        self.cpu_because = [] if cpu_because is None else cpu_because
+        self.access = access
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device is not None and self.device.type == "cpu"
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "tier": self.tier,
+            "format": self.format,
+            "supported": self.supported,
+            "state": self.state,
+            "reason": self.reason,
+            "device": self.device.to_dict() if self.device else None,
+            "devices": [d.to_dict() for d in self.devices],
+            "passed_over": [{"device": d.to_dict(), "reason": r} for d, r in self.passed_over],
+            "notes": list(self.notes),
+            **self.extra,
+        }
+
+
+class Decision(Record):
+    recipe: str
+    backend: str | None
+    device: Device | None
+    state: str | None
+    reason: str
+    run_args: str | None
+    backends: list[Verdict]
+    pinned: bool = False
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    channel: str = "stable"
+    run_env: dict[str, str] = field(default_factory=dict)  # makes the engine use the chosen device(s)
+    run_devices: list[Device] = field(default_factory=list)  # the devices run_env keeps (not serialised)
+
+    @property
+    def ok(self) -> bool:
+        """A backend that runs here was chosen (exit 0); else exit 3."""
+        v = self.verdict(self.backend) if self.backend else None
+        return v is not None and v.supported
+
+    def verdict(self, backend: str) -> Verdict | None:
+        for v in self.backends:
+            if v.name == backend:
+                return v
+        return None
+
+    def to_dict(self) -> dict:
+        chosen = self.verdict(self.backend) if self.backend else None
+        return {
+            "backend": self.backend,
+            "device": self.device.to_dict() if self.device else None,
+            "state": self.state,
+            "reason": self.reason,
+            "run_args": self.run_args,
+            "run_env": dict(self.run_env),
+            **(chosen.extra if chosen is not None else {}),  # install command, env (catalog display fields)
+            "pinned": self.pinned,
+            "channel": self.channel,
+            "backends": [v.to_dict() for v in self.backends],
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+        }
+
+
+class Judgement:
+    """One device judged against one row entry.  ``why`` is None when the device satisfies it;
+    ``token`` is the row token its family matched (gfx110X for gfx1102), ``family`` the family it was
+    judged as (a ROCm build judges an overridden gfx), ``family_miss`` whether its family is what
+    failed, ``note`` a remark on a device that fits (the override it was judged through)."""
+
+    __slots__ = ("why", "token", "family", "family_miss", "note")
+
+    def __init__(self, why: str | None, family: str | None, token: str | None = None, family_miss: bool = False,
+                 note: str | None = None):
+        self.why, self.family, self.token, self.family_miss, self.note = why, family, token, family_miss, note
+
+    @property
+    def fits(self) -> bool:
+        return self.why is None
+
+
+class RowResult:
+    """What one row says on this machine: the devices it runs on (best first; none: ``reason``)."""
+
+    __slots__ = ("devices", "reason", "notes", "passed_over", "cpu_because")
+
+    def __init__(self, devices, reason, notes, passed_over=(), cpu_because=()):
+        self.devices, self.reason, self.notes = devices, reason, notes
+        self.passed_over, self.cpu_because = list(passed_over), list(cpu_because)
