@@ -277,3 +277,20 @@ def test_an_intel_gpu_this_process_cannot_open_gets_no_sycl_image(tmp_path):
     r = run_cli("--root", str(root), "--catalog", "localai", "llama-cpp", "--json")
     intel = verdict(r.json()["recipes"]["llama-cpp"], "intel")
     assert not intel["supported"] and "cannot open its render node" in intel["reason"], intel["reason"]
+
+
+# -- strata on a Mac: "Apple Silicon: metal-strata, macOS 15 or newer" (localai-engines.txt) ----------
+
+
+def test_metal_strata_needs_macos_15(tmp_path):
+    r, rec = pick("macos14-m3max", "strata")  # macOS 14.5 on an M3 Max
+    assert r.rc == 3 and rec["backend"] is None
+    assert verdict(rec, "metal")["reason"] == "needs macOS 15 or newer (found 14.5)"
+    # the same Mac on macOS 15: the Metal image fits
+    prof = run_cli("--root", machine("macos14-m3max"), "probe", "--json").json()
+    prof["os"]["version"] = "15.1"
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(prof))
+    r = run_cli("--profile", str(path), "--catalog", "localai", "strata", "--json")
+    rec = r.json()["recipes"]["strata"]
+    assert r.rc == 0 and rec["backend"] == "metal" and rec["device"]["type"] == "metal"
