@@ -122,7 +122,7 @@ def test_split_total_is_within_ten_percent_llama_70b(models):
     f = facts_of(models["llama3.1-70b"])
     gpus = [{"name": f"RPC{i}", "budget": 20 * GiB + fit.reserve("cuda")} for i in range(2)]
     res = fit.plan(f, gpus, "cuda", logged(log))
-    assert res["status"] == "split"
+    assert res["status"] == "split" and res["n_ctx"] == log["ctx"]["n_ctx"]  # llama_context: n_ctx = 4096
     printed = sum(v for k, v in log["model_buffer_mib"].items() if k.startswith("RPC")) * MiB \
         + log["kv"]["size_mib"] * MiB + sum(v for k, v in log["compute_buffer_mib"].items() if k.startswith("RPC")) * MiB
     ours = sum(d["needs_bytes"] for d in res["devices"])

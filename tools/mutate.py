@@ -53,11 +53,11 @@ TESTS = {
                             "tests/test_guide.py", "tests/test_fixtures.py"],
     "selector/requires.py": ["tests/test_requires.py", "tests/test_catalog_validation.py", "tests/test_localai.py",
                              "tests/test_fixtures.py", "tests/test_decide_cli.py"],
-    "selector/engine.py": ["tests/test_every_device.py", "tests/test_requires.py", "tests/test_decide_cli.py",
+    "selector/engine/*": ["tests/test_new_vendor.py", "tests/test_every_device.py", "tests/test_requires.py", "tests/test_decide_cli.py",
                            "tests/test_fixtures.py", "tests/test_localai.py", "tests/test_localai_capability.py",
                            "tests/test_engine_properties.py", "tests/test_state_versions.py",
                            "tests/test_bench.py", "tests/test_probe_fallbacks.py",  # --policy measured; access words
-                           "tests/test_catalog_validation.py"],
+                           "tests/test_catalog_validation.py", "tests/test_windows_macos.py", "tests/test_labels.py"],
     "probes/linux/*": ["tests/test_probe_fallbacks.py", "tests/test_probe_linux.py", "tests/test_fixtures.py"],
     "probes/runtime_env.py": ["tests/test_probe_fallbacks.py", "tests/test_probe_devices.py", "tests/test_fixtures.py",
                               "tests/test_decide_cli.py"],
