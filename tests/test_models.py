@@ -951,3 +951,79 @@ def test_the_bound_of_a_partial_offload_is_above_a_published_run_and_near_it(mod
     on_cpu = fit.active_bytes(f) - on_gpu
     bound = 1 / (on_gpu / (gpu_bw * 1e9) + on_cpu / (cpu_bw * 1e9))
     assert pub["tokens_per_s"] <= bound <= 2 * pub["tokens_per_s"], bound
+
+
+# ------------------------------------------------------------------------------------------------
+# the line and the budget follow the runtime the build runs on
+
+
+def _plan_json(cli, tmp_path, fixture, model, *extra):
+    r = cli("plan", "llamacpp", "--model", model, "--root", machine(fixture), "--cache-dir", str(tmp_path), "--json",
+            *extra)
+    assert r.rc == 0, r.err
+    return r.json()
+
+
+def test_a_partial_plan_gives_the_engine_the_layers_it_counted(cli, models, tmp_path):
+    from selector.models import planner
+
+    p = _plan_json(cli, tmp_path, "linux-ubuntu24.04-7950x-rx7900xtx", models["llama3.1-70b"], "--backend", "rocm",
+                   "--ctx-size", "4096")
+    res, a = p["fit"], p["args"]
+    assert res["status"] == "partial" and a[a.index("-ngl") + 1] == str(res["ngl"])
+    f = facts_of(models["llama3.1-70b"])
+    run = fit.Run(ctx=4096, flash_attn=res["flash_attn"])
+    budget = res["devices"][0]["budget_bytes"]
+    assert fit.on_gpu(f, res["ngl"], run)["total"] <= budget < fit.on_gpu(f, res["ngl"] + 1, run)["total"]
+    # Lemonade gives llama-server -ngl 99 and keeps the flag to itself: it cannot run this line
+    kept = f["n_layer"] + 1 - res["ngl"]
+    assert planner.lemonade_note(res) == (f"not through Lemonade: it gives llama-server -ngl 99 and reserves the "
+                                          f"flag, so it cannot keep {kept} layers on the CPU as this plan does")
+
+
+def test_a_model_deeper_than_lemonades_layers_is_said_to_spill_there(models, tmp_path):
+    from selector.models import planner
+
+    f = facts_of(gm.write(str(tmp_path / "deep.gguf"), "qwen3-4b", n_layer=120))
+    res = fit.plan(f, [{"name": "g", "budget": 80 * GiB}], "cuda", fit.Run(ctx=4096))
+    assert res["status"] == "fits" and res["ngl"] == 121
+    assert planner.lemonade_note(res) == ("not through Lemonade: it gives llama-server -ngl 99, which leaves 22 of "
+                                          "this model's 121 layers on the CPU")
+    assert planner.lemonade_note({**res, "ngl": 99}) is None
+
+
+def test_each_runtime_keeps_its_own_reserve_out_of_the_budget(cli, models, tmp_path):
+    """The budget is the device's memory less what its runtime keeps (llamacpp-fit.json "reserve":
+    ROCm and CUDA 512 MiB, Vulkan and Metal 256 MiB): the same RX 7900 XTX has 256 MiB more room for
+    a Vulkan build than for a ROCm one, and an M3 Max its working set less Metal's."""
+    from probes import memory
+
+    budget = {}
+    for backend in ("vulkan", "rocm"):
+        p = _plan_json(cli, tmp_path, "linux-ubuntu24.04-7950x-rx7900xtx", models["llama3.1-70b"], "--backend", backend,
+                       "--ctx-size", "4096")
+        assert p["runtime"] == backend
+        budget[backend] = p["fit"]["devices"][0]["budget_bytes"]
+    assert budget["vulkan"] - budget["rocm"] == fit.reserve("rocm") - fit.reserve("vulkan") == 256 * MiB
+    p = _plan_json(cli, tmp_path, "macos14-m3max", models["qwen3-4b"], "--ctx-size", "4096")
+    assert p["runtime"] == "metal"
+    assert p["fit"]["devices"][0]["budget_bytes"] == \
+        memory.metal(profile_of(machine("macos14-m3max"))).usable - fit.reserve("metal")
+
+
+def test_sizes_are_printed_in_the_units_llama_cpp_prints_buffers_in():
+    from selector.models import planner
+
+    assert planner.size(3 * GiB // 2) == "1.5 GiB" and planner.size(GiB) == "1.0 GiB"
+    assert planner.size(512 * MiB) == "512.00 MiB" and planner.size(None) == "-"
+    assert planner.gib(40 * GiB) == "40.0 GiB" and planner.gib(None) == "-"
+
+
+def test_a_build_the_fit_table_does_not_name_runs_on_its_devices_runtime(cli, models, tmp_path):
+    # LocalAI's llama-cpp images: cuda12 on an RTX 4090 is CUDA; intel on an Arc A770 is SYCL, not Vulkan
+    for fixture, backend, runtime in (("linux-ubuntu24.04-rtx4090", "cuda12", "cuda"),
+                                      ("linux-ubuntu24.04-arc-a770", "intel", "sycl")):
+        r = cli("--catalog", "localai", "plan", "llama-cpp", "--model", models["qwen3-4b"], "--root", machine(fixture),
+                "--backend", backend, "--cache-dir", str(tmp_path), "--json")
+        assert r.rc in (0, 3), r.err  # (the Arc's memory is not probed yet: the plan cannot say it fits)
+        assert (r.json()["backend"], r.json()["runtime"]) == (backend, runtime)

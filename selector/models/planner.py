@@ -15,8 +15,10 @@ from selector.models import fit
 
 GIB = 1 << 30
 # the fit table's runtime for each backend build (catalogs/llamacpp-fit.json "reserve")
-RUNTIMES = {"rocm": "rocm", "cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "cpu": "cpu", "system": None}
-TYPE_RUNTIME = {"amd_gpu": "rocm", "nvidia_gpu": "cuda", "metal": "metal", "cpu": "cpu", "intel_gpu": "vulkan"}
+RUNTIMES = {"rocm": "rocm", "cuda": "cuda", "metal": "metal", "cpu": "cpu", "system": None}  # vulkan: by its access
+# a build the table does not name (LocalAI's cuda12, intel) runs on its device's compute runtime; SYCL has
+# no reserve of its own in the fit table, so an Intel plan keeps the largest one out (the CPU's)
+TYPE_RUNTIME = {"amd_gpu": "rocm", "nvidia_gpu": "cuda", "metal": "metal", "cpu": "cpu", "intel_gpu": "sycl"}
 
 
 def runtime_of(decision, verdict) -> str:
@@ -121,7 +123,7 @@ def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str
     if res.get("tensor_split"):
         args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
     ids = [d.get("id") for d in res.get("devices", [])]
-    if ids and all(ids) and res["status"] != "cpu":
+    if ids and all(ids):  # a CPU plan has no devices
         args += ["--device", ",".join(ids)]
     return args
 
