@@ -412,6 +412,9 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     ctx = res.get("ctx")
     n = res.get("parallel", 1)
     slots = f", {n} slots of that context each" if n > 1 else ""
+    held = res.get("devices", [])
+    gpus = f"{len(held)} GPUs" if len(held) > 1 else "GPU"
+    split = f", --tensor-split {','.join(f'{x:g}' for x in res['tensor_split'])}" if res.get("tensor_split") else ""
     if s == "fits":
         say(f"fits: all {res.get('n_layer', 0) + 1 if 'n_layer' in res else ''} layers"
             + (f", context {ctx}" + (" (the header gives no trained context; 4096 is assumed as its limit)"
@@ -422,11 +425,12 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
         say(f"fits split over {len(res['devices'])} GPUs (--tensor-split {','.join(f'{x:g}' for x in res['tensor_split'])}), "
             f"context {ctx}{slots}")
     elif s == "partial":
-        say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the GPU (-ngl {res['ngl']}), the rest on the CPU, "
-            f"context {ctx}{slots}")
+        say(f"partly: {res['ngl']} of {res['n_layer'] + 1} layers on the {gpus} (-ngl {res['ngl']}{split}), the rest "
+            f"on the CPU, context {ctx}{slots}")
     elif s == "experts":
         say(f"fits with the experts of the first {res['n_cpu_moe']} layers in system memory "
-            f"(--n-cpu-moe {res['n_cpu_moe']}) and everything else on the GPU, context {ctx}{slots}")
+            f"(--n-cpu-moe {res['n_cpu_moe']}) and everything else on the {gpus}{split and f' ({split[2:]})'}, "
+            f"context {ctx}{slots}")
     elif s == "cpu":
         say("runs on the CPU in system memory" + (f", context {ctx}" if ctx else "") + slots)
     else:

@@ -20,6 +20,8 @@ tests/test_models.py to public logs of GPU builds.  Pure arithmetic: no machine,
 
 from __future__ import annotations
 
+import bisect
+from array import array
 from dataclasses import dataclass, replace
 
 from selector.models.facts import fit_table
@@ -196,14 +198,23 @@ def reserve(backend: str) -> int:
     return fit_table()["reserve"].get(backend, fit_table()["reserve"]["cpu"])
 
 
+def gpu_start(n_layer: int, ngl: int) -> int:
+    """The first repeating layer ``-ngl`` puts on a GPU.  Since ggml-org/llama.cpp#18148 (merged
+    2025-12-17; every build Lemonade pins is later) the output layer is offloaded first and then the
+    repeating layers from the last: i_gpu_start = n_layer + 1 - n_gpu_layers (src/llama-model.cpp
+    load_tensors), so -ngl K holds the output layer and K - 1 layers."""
+    return min(max(n_layer + 1 - ngl, 0), n_layer)
+
+
 def on_gpu(facts: dict, ngl: int, run: Run, layers=None, with_output=None, cpu_moe: int = 0) -> dict:
-    """Bytes on one GPU holding ``layers`` (default: the last ``ngl``, as llama.cpp offloads), less the
-    expert tensors of the first ``cpu_moe`` layers, which --n-cpu-moe keeps in system memory."""
+    """Bytes on one GPU holding ``layers`` (default: those ``-ngl ngl`` offloads, with the output layer:
+    ``gpu_start``), less the expert tensors of the first ``cpu_moe`` layers, which --n-cpu-moe keeps in
+    system memory."""
     n_layer = facts["n_layer"]
     if layers is None:
-        layers = range(max(0, n_layer - min(ngl, n_layer)), n_layer)
+        layers = range(gpu_start(n_layer, ngl), n_layer)
     if with_output is None:
-        with_output = ngl > n_layer
+        with_output = ngl >= 1
     weights = sum(facts["layer_bytes"][il] - (facts["expert_bytes"][il] if il < cpu_moe else 0) for il in layers) \
         + (facts["output_bytes"] if with_output else 0)
     kv = kv_bytes(facts, run, layers)
@@ -223,10 +234,10 @@ def on_cpu(facts: dict, ngl: int, run: Run, cpu: tuple | None = None, cpu_moe: i
         kv = kv_bytes(facts, run)
         compute = compute_bytes(facts, run, "cpu")
     else:
-        kept = range(0, max(0, n_layer - min(ngl, n_layer)))
+        kept = range(0, gpu_start(n_layer, ngl))
         weights = facts["input_bytes"] + sum(facts["layer_bytes"][il] for il in kept) \
             + sum(facts["expert_bytes"][il] for il in range(len(kept), min(cpu_moe, n_layer)))
-        if ngl <= n_layer:
+        if ngl < 1:
             weights += facts["output_bytes"] - (facts["input_bytes"] if facts["tied_embeddings"] else 0)
         repack = 0
         kv = kv_bytes(facts, run, kept)
@@ -262,9 +273,9 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     repacked weights.
 
     Answer ``status``: "fits" (one device, context ``ctx``), "split" (all layers over several
-    devices by ``tensor_split``), "partial" (``ngl`` of the layers on the first device, the rest on
-    the CPU), "experts" (every layer on the first device but the experts of the first ``n_cpu_moe``
-    layers, which stay in system memory: --n-cpu-moe), "cpu" (a CPU build: it fits in system memory),
+    devices by ``tensor_split``), "partial" (the last ``ngl`` layers on the GPUs, split as for "split"
+    where there are several, the rest on the CPU), "experts" (every layer on the GPUs but the experts
+    of the first ``n_cpu_moe`` layers, which stay in system memory: --n-cpu-moe), "cpu" (a CPU build: it fits in system memory),
     or "no" (with ``suggest``).  Where both "partial" and "experts" fit, the faster by the bandwidth
     bound wins (``bandwidth``: GB/s of the first device and of system memory; without them, the one
     that reads less from system memory per token); ``instead_of`` is the other.
@@ -312,6 +323,12 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     def one(c):
         return on_gpu(facts, all_layers, at(c))["total"] <= budget0
 
+    def devices_of(placed):
+        """The GPUs that hold a part (a GPU given a share of 0 holds none), and the split the line gives."""
+        shares, needs = placed
+        out = {"devices": [_dev(g, n, g["budget"] - reserve(backend)) for g, n in zip(gpus, needs) if n is not None]}
+        return {**out, "tensor_split": shares} if shares else out
+
     # several GPUs serve the build: llama.cpp spreads the layers over all of them unless told otherwise
     # (split mode layer, in proportion to their free memory), so the plan does as the line will
     got = None if len(gpus) > 1 else \
@@ -329,30 +346,41 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
             shares, needs = split(got)
             host = on_cpu(facts, all_layers, at(got))
             return {**res, "status": "split", "ctx": got, "n_ctx": at(got).n_ctx, "ngl": all_layers,
-                    "tensor_split": shares,
-                    "devices": [_dev(g, n, g["budget"] - reserve(backend)) for g, n in zip(gpus, needs)],
-                    "cpu": host, "cpu_bytes": host["total"]}
+                    **devices_of((shares, needs)), "cpu": host, "cpu_bytes": host["total"]}
     c = asked if asked is not None else min(train, 4096)
+    # layers (or experts) left in system memory: over every GPU the build serves, in proportion, as
+    # --tensor-split gives llama.cpp the offloaded layers; on one GPU, the last -ngl layers
+    spread = _split(facts, gpus, backend, run) if len(gpus) > 1 else None
+
+    def place(ngl, cpu_moe=0):
+        if spread is not None:
+            return spread(c, ngl, cpu_moe)
+        need = on_gpu(facts, ngl, at(c), cpu_moe=cpu_moe)
+        return (None, [need]) if need["total"] <= budget0 else None
+
+
     k = 0
     for ngl in range(n_layer, 0, -1):
-        if on_gpu(facts, ngl, at(c))["total"] <= budget0:
+        if place(ngl) is not None:
             k = ngl
             break
     host = on_cpu(facts, k, at(c))
     cpu_room = (cpu_budget or 0) - reserve("cpu")
-    full = on_gpu(facts, all_layers, at(c))["total"]
-    suggest = _suggest(facts, full - budget0, at(c), one, "memory" if first.get("shared") else "VRAM")
+    short = spread.short(c) if spread is not None else on_gpu(facts, all_layers, at(c))["total"] - budget0
+    fits_whole = one if spread is None else (lambda x: spread(x) is not None)
+    suggest = _suggest(facts, short, at(c), fits_whole, "memory" if first.get("shared") else
+                       "VRAM" if spread is None else "VRAM over the GPUs")
     room = lambda h: cpu_budget is None or h["total"] <= cpu_room  # noqa: E731
     cands = []
     if first.get("shared"):  # the GPU's memory is system memory: layers or experts moved out take the same room
         k = 0
     if k and room(host):
-        cands.append({"status": "partial", "ngl": k, "need": on_gpu(facts, k, at(c)), "host": host,
-                      "cpu_read": sum(layer_active(facts, il) for il in range(n_layer - k)) + facts["output_bytes"]})
-    n_moe = None if first.get("shared") else _fewest_cpu_moe(facts, at(c), budget0)
+        cands.append({"status": "partial", "ngl": k, "placed": place(k), "host": host,
+                      "cpu_read": sum(layer_active(facts, il) for il in range(gpu_start(n_layer, k)))})
+    n_moe = None if first.get("shared") else _fewest_cpu_moe(facts, lambda n: place(all_layers, n) is not None)
     if n_moe is not None and room(on_cpu(facts, all_layers, at(c), cpu_moe=n_moe)):
         cands.append({"status": "experts", "ngl": all_layers, "n_cpu_moe": n_moe,
-                      "need": on_gpu(facts, all_layers, at(c), cpu_moe=n_moe),
+                      "placed": place(all_layers, n_moe),
                       "host": on_cpu(facts, all_layers, at(c), cpu_moe=n_moe),
                       "cpu_read": sum(expert_active(facts, il) for il in range(n_moe))})
     if cands:
@@ -363,7 +391,7 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
         best = min(cands, key=lambda x: (x["seconds"] if x["seconds"] is not None else 0, x["cpu_read"]))
         other = [x for x in cands if x is not best]
         out = {**res, "status": best["status"], "ctx": c, "n_ctx": at(c).n_ctx, "ngl": best["ngl"],
-               "devices": [_dev(first, best["need"], budget0)], "cpu": best["host"], "cpu_bytes": best["host"]["total"],
+               **devices_of(best["placed"]), "cpu": best["host"], "cpu_bytes": best["host"]["total"],
                "suggest": suggest, "cpu_read_bytes": best["cpu_read"], "gpu_read_bytes": best["gpu_read"]}
         if "n_cpu_moe" in best:
             out["n_cpu_moe"] = best["n_cpu_moe"]
@@ -400,18 +428,17 @@ def active_bytes(facts: dict) -> int:
     return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"]
 
 
-def _fewest_cpu_moe(facts: dict, run: Run, budget: int) -> int | None:
+def _fewest_cpu_moe(facts: dict, fits) -> int | None:
     """The fewest layers whose experts --n-cpu-moe must keep in system memory for every layer to fit on
-    the GPU, or None (not a mixture of experts, or not even then)."""
+    the GPUs (``fits(n)``), or None (not a mixture of experts, or not even then)."""
     if not facts["n_expert"] or not any(facts["expert_bytes"]):
         return None
-    all_layers = facts["n_layer"] + 1
-    if on_gpu(facts, all_layers, run, cpu_moe=facts["n_layer"])["total"] > budget:
+    if not fits(facts["n_layer"]):
         return None
     lo, hi = 0, facts["n_layer"]  # fits with hi, not with lo (the whole model did not fit)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if on_gpu(facts, all_layers, run, cpu_moe=mid)["total"] <= budget:
+        if fits(mid):
             hi = mid
         else:
             lo = mid
@@ -435,26 +462,49 @@ def _dev(d: dict, need: dict, budget: int) -> dict:
             **({"id": d["id"]} if d.get("id") else {})}
 
 
+def _f32(x: float) -> float:
+    return array("f", [x])[0]
+
+
+def layer_devices(n_layer: int, ngl: int, shares: list[float]) -> list[int | None]:
+    """The device of each layer, and last of the output layer, for ``-ngl ngl --tensor-split shares``
+    (None: the CPU), as llama.cpp assigns them (src/llama-model.cpp load_tensors: the split points are
+    the normalised running sums of the shares, in float; the offloaded layers are the last ``ngl``; layer
+    il goes to the first device whose split point is above (il - i_gpu_start) / act_gpu_layers)."""
+    acc, points = 0.0, []
+    for share in shares:
+        acc = _f32(acc + _f32(share))
+        points.append(acc)
+    points = [_f32(p / acc) for p in points]
+    start, act = max(n_layer + 1 - ngl, 0), min(ngl, n_layer + 1)
+    return [bisect.bisect_right(points, _f32((il - start) / act)) if start <= il and il - start < act else None
+            for il in range(n_layer + 1)]
+
+
 def _split(facts, gpus, backend, run: Run):
-    """A layer split over ``gpus`` in proportion to their room, as --tensor-split does; the last
-    device holds the output layer.  Returns a function of the context: (shares, needs) or None."""
+    """Layers over ``gpus`` in proportion to their room, as --tensor-split gives them (the shares the line
+    prints).  Returns a function of the context, the layers offloaded and the layers whose experts stay
+    in system memory: (shares, needs per device) where every device holds its part, else None."""
     budgets = [g["budget"] - reserve(backend) for g in gpus]
-    if min(budgets) <= 0:
-        return lambda c: None
     n_layer = facts["n_layer"]
-    total = sum(budgets)
-    shares = [round(b / total, 2) for b in budgets]
-    bounds, acc = [], 0.0
-    for b in budgets:
-        start = round(acc / total * n_layer)
-        acc += b
-        bounds.append(range(start, round(acc / total * n_layer)))
+    total = sum(b for b in budgets if b > 0)
+    # a GPU with no room past its runtime's reserve gets a share of 0: llama.cpp gives it no layer
+    shares = [round(b / total, 2) if b > 0 else 0.0 for b in budgets] if total else []
+    if sum(shares) <= 0:
+        return lambda c, ngl=n_layer + 1, cpu_moe=0: None
 
-    def check(c):
-        needs = [on_gpu(facts, 0, replace(run, ctx=c), layers=r, with_output=(i == len(gpus) - 1))
-                 for i, r in enumerate(bounds)]
-        return (shares, needs) if all(n["total"] <= b for n, b in zip(needs, budgets)) else None
+    def needs(c, ngl=n_layer + 1, cpu_moe=0):
+        where = layer_devices(n_layer, ngl, shares)
+        r = replace(run, ctx=c)
+        return [on_gpu(facts, 0, r, layers=[il for il in range(n_layer) if where[il] == i],
+                       with_output=where[n_layer] == i, cpu_moe=cpu_moe) if share else None
+                for i, share in enumerate(shares)]
 
+    def check(c, ngl=n_layer + 1, cpu_moe=0):
+        got = needs(c, ngl, cpu_moe)
+        return (shares, got) if all(n is None or n["total"] <= b for n, b in zip(got, budgets)) else None
+
+    check.short = lambda c: sum(n["total"] for n in needs(c) if n) - sum(b for b in budgets if b > 0)  # type: ignore[attr-defined]
     return check
 
 

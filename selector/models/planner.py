@@ -95,9 +95,7 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
     on_cpu = not devs  # the build runs on the CPU alone: its weights are mapped and repacked there
     cpu = (profile.cpu.arch, tuple(profile.cpu.flags or ())) if on_cpu else None
     run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v)
-    from selector.models.speed import bandwidth_of
-
-    gpu_bw = bandwidth_of(profile, devs[0]["device"]) if devs else None
+    gpu_bw = _slowest(profile, devs)
     bandwidth = (gpu_bw[0] if gpu_bw else None, cpu_bw[0] if cpu_bw else None)
     res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth)
     res["runtime"] = runtime
@@ -196,19 +194,18 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     """Generation tokens/s bounded by memory bandwidth: every active weight is read once per token,
     from the device that holds it (a GPU's share at its bandwidth, the CPU's at system memory's).
     An upper bound at an empty context; None where a bandwidth the plan needs is not known."""
-    from selector.models.speed import bandwidth_of
-
     status = res["status"]
+    held = {d["name"] for d in res.get("devices", [])}  # the GPUs given a part (a share of 0 holds none)
+    used = [d for d in devs if d["name"] in held] or devs[:1]
     if status in ("fits", "split") and devs:
-        used = devs[:len(res.get("devices", []))] or devs[:1]
-        bws = [bandwidth_of(profile, d["device"]) for d in used]
-        if any(b is None for b in bws):
+        bws = _slowest(profile, used)
+        if bws is None:
             return None
-        gbps, source = min(bws)  # layer after layer: the slowest device holding weights bounds a split
+        gbps, source = bws  # layer after layer: the slowest device holding weights bounds a split
         per_token = fit.active_bytes(facts)
         shares = [(per_token, gbps, f"{gbps:g} GB/s peak bandwidth")]
     elif status in ("partial", "experts") and devs and cpu_bw:
-        gpu = bandwidth_of(profile, devs[0]["device"])
+        gpu = _slowest(profile, used)
         if gpu is None:
             return None
         shares = [(res["gpu_read_bytes"], gpu[0], f"{gpu[0]:g} GB/s on the GPU"),
@@ -234,6 +231,15 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     return {"tokens_per_s": round(1 / seconds, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
             "bytes_per_token": per_token, "source": source,
             "basis": f"{words}; an upper bound at an empty context, {caveat}"}
+
+
+def _slowest(profile, devs: list[dict]) -> tuple[float, str] | None:
+    """The lowest peak bandwidth of the GPUs that hold weights (layer after layer, the slowest bounds
+    them), or None where one is not known."""
+    from selector.models.speed import bandwidth_of
+
+    bws = [bandwidth_of(profile, d["device"]) for d in devs]
+    return min(bws) if bws and all(b is not None for b in bws) else None
 
 
 def gib(n) -> str:
