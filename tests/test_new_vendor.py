@@ -96,3 +96,12 @@ def test_a_catalog_naming_a_kind_nobody_registered_is_refused(acme):
     with pytest.raises(catalog.InputError, match="unknown device type 'zeta_npu'"):
         catalog.parse({"schema_version": 1, "name": "t", "recipes": {"llm": {"rows": [
             {"backend": "z", "os": ["linux"], "devices": {"zeta_npu": []}}]}}})
+
+
+def test_a_kind_without_words_of_its_own_is_still_passed_over_with_a_reason(acme, monkeypatch):
+    # a mapping that gives no sentences: the judge says the plain ones, never an empty reason
+    monkeypatch.setitem(devices.MAPPINGS, "acme_tpu", devices.Mapping(
+        lambda m, p: [engine.Unit("acme_tpu", t, t.generation, name=t.name, key=(t.generation,)) for t in p.acme_tpus]))
+    assert _pick(AcmeTpu(0, "Acme v4", "v4")).verdict("acme").reason == "Acme v4: acme is built for v5X, not v4"
+    assert _pick(AcmeTpu(0, "Acme ?", None)).verdict("acme").reason == \
+        "Acme ?: its family is unknown, so no acme build can be matched to it (acme needs v5X)"

@@ -40,6 +40,10 @@ def matches_family(value: str | None, families) -> bool:
     return not families or family_token(value, families) is not None
 
 
+UNKNOWN = "{name}: its family is unknown, so no {backend} build can be matched to it ({backend} needs {families})"
+MISMATCH = "{name}: {backend} is built for {families}, not {judged}"
+
+
 class Unit:
     """One device as the judge sees it.
 
@@ -57,7 +61,7 @@ class Unit:
 
     def __init__(self, kind: str, record, family: str | None, *, name: str = "", label=None, index=None,
                  memory_bytes=None, bus_id=None, uuid=None, runs_as=None, override=None, integrated=False,
-                 refused="", refused_compute="", closed=None, unknown="", mismatch="", merges=False,
+                 refused="", refused_compute="", closed=None, unknown=None, mismatch=None, merges=False,
                  own_words=True, facts=None, key=(), values=None, enumerated=True, runtime_index=None):
         self.kind, self.record, self.family = kind, record, family
         self.runs_as = family if runs_as is None else runs_as
@@ -67,7 +71,10 @@ class Unit:
         self.integrated = integrated
         self.refused, self.refused_compute = refused, refused_compute
         self.closed = closed or {"compute": "", "graphics": ""}
-        self.unknown, self.mismatch, self.merges, self.own_words = unknown, mismatch, merges, own_words
+        # a kind without words of its own gets plain ones: the judge never passes a device over in silence
+        self.unknown = UNKNOWN if unknown is None else unknown
+        self.mismatch = MISMATCH if mismatch is None else mismatch
+        self.merges, self.own_words = merges, own_words
         self.facts = facts or {}
         self.key = key
         self.values = {"name": name, "family": family, **(values or {})}

@@ -43,7 +43,7 @@ def judge(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, u: Unit, fams,
             return Judgement(f"{ex.reason} ({u.name}, {u.family})", shown)
     token = None
     if fams:
-        if fam is None and u.unknown:
+        if fam is None:
             return Judgement(said(u.unknown), shown)
         token = family_token(fam, fams)
         if token is None:
