@@ -77,14 +77,17 @@ def test_a_card_the_tables_size_not_can_be_given_its_memory(cli):
 
 
 def test_models_judged_by_size_split_over_the_cards_the_build_serves(cli):
-    two = cli("models", "llamacpp", "--gpu", "RTX 3090", "--gpu", "RTX 3090", "--json", "--cache-dir", "/nonexistent")
-    one = cli("models", "llamacpp", "--gpu", "RTX 3090", "--json", "--cache-dir", "/nonexistent")
+    two = cli("models", "llamacpp", "--gpu", "RTX 3090", "--gpu", "RTX 3090", "--ram", "16G", "--json",
+              "--cache-dir", "/nonexistent")
+    one = cli("models", "llamacpp", "--gpu", "RTX 3090", "--ram", "16G", "--json", "--cache-dir", "/nonexistent")
     assert two.rc == one.rc == 0, two.err + one.err
     by2 = {m["name"]: m for m in two.json()["models"]}
     by1 = {m["name"]: m for m in one.json()["models"]}
     name = "Qwen3-Next-80B-A3B-Instruct-GGUF"  # 46.1 GB: more than a 24 GiB card, less than two
     assert by2[name]["status"] == "split" and by2[name]["fits"] and by2[name]["where"] == "split: VRAM"
-    assert by1[name]["status"] == "no"
+    assert by1[name]["status"] == "no"  # 42.9 GiB: more than 23.5 of VRAM and 15 of system memory together
+    more = cli("models", "llamacpp", "--gpu", "RTX 3090", "--ram", "32G", "--json", "--cache-dir", "/nonexistent")
+    assert {m["name"]: m for m in more.json()["models"]}[name]["status"] == "partial"  # with 31 GiB, partly
 
 
 @pytest.mark.parametrize("spelling", ["rtx4090", "GeForce RTX 4090", "NVIDIA GeForce RTX 4090", "rtx-4090"])

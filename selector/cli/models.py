@@ -63,9 +63,16 @@ def _size_fit(profile, d, v, size: int, weights_only: bool = False) -> dict:
                 return {"status": "split", "basis": "file size", "ctx": None, "runtime": runtime,
                         "devices": [{"name": d["name"], "needs_bytes": need * d["budget"] // sum(x["budget"] for x in devs),
                                      "budget_bytes": d["budget"], "memory": d["memory"](0)} for d in devs]}
-        return {"status": "fits" if ok else "no", "basis": "file size", "ctx": None, "runtime": runtime,
-                "devices": [{"name": dev["name"], "needs_bytes": need, "budget_bytes": dev["budget"],
-                             "memory": dev["memory"](need)}]}
+        out = {"status": "fits" if ok else "no", "basis": "file size", "ctx": None, "runtime": runtime,
+               "devices": [{"name": dev["name"], "needs_bytes": need, "budget_bytes": dev["budget"],
+                            "memory": dev["memory"](need)}]}
+        gpu_room = sum(x["budget"] - fit.reserve(runtime) for x in devs)
+        cpu_room = (profile.cpu.memory_bytes or 0) - fit.reserve("cpu")
+        if not ok and weights_only and not any(x["shared"] for x in devs) and size <= gpu_room + cpu_room:
+            # too big for the GPUs, not for them and system memory together: -ngl K (or, for a mixture
+            # of experts, --n-cpu-moe N) runs it with part of it there; which, the header says
+            out.update(status="partial", cpu_bytes=max(size - gpu_room, 0), cpu_budget=cpu_room)
+        return out
     room = (profile.cpu.memory_bytes or 0)
     return {"status": "cpu" if need <= room else "no", "basis": "file size", "ctx": None, "runtime": runtime,
             "devices": [], "cpu_bytes": need, "cpu_budget": room}
@@ -76,6 +83,8 @@ def _where_words(res: dict) -> str:
     if s in ("fits", "split"):
         mems = sorted({x.get("memory", "VRAM") for x in res["devices"]})
         return ("split: " if s == "split" else "") + ", ".join(mems)
+    if s == "partial" and "ngl" not in res:  # from the file size
+        return "VRAM + system memory"
     if s == "partial":
         return f"{res['ngl']}/{res['n_layer'] + 1} layers, rest on CPU"
     if s == "experts":
