@@ -104,3 +104,22 @@ def test_a_described_machine_is_never_run_and_never_measured(cli, moe, tmp_path)
             "--cache-dir", str(tmp_path), "--json")
     assert p.rc == 0, p.err
     assert "measuring" not in p.err and "measured here" not in (p.json()["speed_estimate"] or {}).get("basis", "")
+
+
+def test_a_split_gives_its_shares_in_the_order_the_engine_numbers_the_gpus(cli, moe):
+    """--tensor-split's shares are read in the engine's device order: the GPUs by index (run_env lists
+    them so; a CUDA split also sets CUDA_DEVICE_ORDER=PCI_BUS_ID, since CUDA counts fastest first by
+    default), not the best one first."""
+    for gpus, runtime in ((["RX 7900 XT", "RX 7900 XTX"], "rocm"), (["RTX 3080", "RTX 4090"], "cuda")):
+        args = [x for g in gpus for x in ("--gpu", g)]
+        r = cli("plan", "llamacpp", "--model", moe, *args, "--backend", runtime, "--ctx-size", "40960",
+                "--parallel", "2", "--json", "--cache-dir", "/nonexistent")
+        assert r.rc == 0, r.err
+        p = r.json()
+        res = p["fit"]
+        assert res["status"] == "split", res["status"]
+        assert [d["name"].split()[-1] for d in res["devices"]] == [g.split()[-1] for g in gpus]
+        budgets = [d["budget_bytes"] for d in res["devices"]]
+        assert res["tensor_split"] == [round(b / sum(budgets), 2) for b in budgets]
+        assert res["tensor_split"][0] < res["tensor_split"][1]  # the smaller card, index 0, first
+        assert p["env"].get("CUDA_DEVICE_ORDER") == ("PCI_BUS_ID" if runtime == "cuda" else None)

@@ -320,7 +320,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         "fit": {k: res[k] for k in res if k not in ("backend",)},
         "installed": version is not None,
         "install": None if version is not None or d.backend == "system" else f"pick-backend install {d.recipe}",
-        "executable": exe, "args": argv, "env": dict(d.run_env),
+        "executable": exe, "args": argv, "env": planner.plan_env(d.run_env, res),
         "command": shlex.join([exe or binary or "llama-server"] + argv),
         "lemonade": planner.lemonade_line(rec, d, res, model) if model.name else None,
         "lemonade_note": planner.lemonade_note(res) if model.name and header_model else None,
@@ -336,7 +336,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
             raise Fail(EXIT_UNSUPPORTED, f"{model.label} does not fit here; not starting it")
         # LLAMA_ARG_* variables are llama-server's own options: the line pins them, the shell's must not
         # change what it allocates (LLAMA_ARG_SWA_FULL, LLAMA_ARG_REPACK, ...)
-        env = {**{k: val for k, val in os.environ.items() if not k.startswith("LLAMA_ARG_")}, **d.run_env}
+        env = {**{k: val for k, val in os.environ.items() if not k.startswith("LLAMA_ARG_")}, **out["env"]}
         sys.stdout.flush()
         os.execve(exe, [exe, *argv, *extra], env)
     if as_json:
@@ -412,7 +412,7 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
     from selector.models.planner import size
 
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
-    where = f"{devs[0]['name']} ({devs[0]['described']})" if devs else "the CPU"
+    where = " + ".join(f"{x['name']} ({x['described']})" for x in devs) if devs else "the CPU"
     say(f"{model.label} on {d.backend} ({where})", style="bold")
     if out.get("described"):
         say(out["described"], style="yellow")

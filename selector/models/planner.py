@@ -50,7 +50,9 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
         group = [d for d in group if not _integrated(d)]
         if _integrated(dev):
             dev = group[0]
-    group = [dev] + [d for d in group if d is not dev]
+    # several: in the engine's own order, which --tensor-split's shares follow (run_env lists them by
+    # index; HIP enumerates them so, CUDA too under CUDA_DEVICE_ORDER=PCI_BUS_ID, which plan_env adds)
+    group = sorted(group, key=lambda d: d.index) if len(group) > 1 else [dev]
     out = []
     for d in group:
         mem = memory.metal(profile) if d.type == "metal" else memory.of(profile, d.gpu)
@@ -59,6 +61,14 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
                     "described": mem.describe(), "id": (device_ids or {}).get(_key(d)),
                     "shared": _integrated(d)})  # its memory is system memory: nothing to move out to
     return out
+
+
+def plan_env(run_env: dict, res: dict) -> dict:
+    """The run environment of a plan: a CUDA split also fixes CUDA's device order to PCI order (its
+    default is fastest first), the order the --tensor-split shares are given in."""
+    if res.get("tensor_split") and res.get("runtime") == "cuda" and "CUDA_DEVICE_ORDER" not in run_env:
+        return {**run_env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return dict(run_env)
 
 
 def _integrated(d) -> bool:
