@@ -87,6 +87,17 @@ def test_trio_run_env_keeps_one_rocm_family(run):
     assert "HIP_VISIBLE_DEVICES=1" in r.out
 
 
+def test_run_env_lists_the_gpus_in_index_order_whichever_is_best(run):
+    # the RX 7900 XTX (index 2) is the device named; the variable lists both gfx110X cards by index, the
+    # order HIP then numbers them in and the order `plan` gives --tensor-split's shares in
+    prof = profile([amd(0, "gfx1032", "AMD Radeon RX 6600", 8), amd(1, "gfx1101", "AMD Radeon RX 7800 XT", 16),
+                    amd(2, "gfx1100", "AMD Radeon RX 7900 XTX", 24)])
+    r, doc = run(prof, "llamacpp", "--backend", "rocm")
+    rec = doc["recipes"]["llamacpp"]
+    assert rec["device"]["name"] == "AMD Radeon RX 7900 XTX"
+    assert rec["run_env"] == {"HIP_VISIBLE_DEVICES": "1,2"}
+
+
 def test_trio_default_pick_is_vulkan_on_the_largest_gpu_with_a_note_not_a_guess(run):
     # accelerator-first: vulkan comes before rocm in llamacpp's rows and takes any AMD GPU; the largest
     # (Radeon VII, 16 GiB) is the device; Vulkan's order is unknown, so no GGML_VK_VISIBLE_DEVICES guess
