@@ -153,3 +153,12 @@ def test_a_pin_of_auto_is_no_pin(args):
     s.backends[recipe] = "auto"
     auto = engine.decide(prof, LEMONADE, recipe, installed, s)
     assert not auto.pinned and (auto.backend, auto.reason) == (free.backend, free.reason)
+
+
+def test_a_rows_families_are_said_as_a_range_or_a_list():
+    # sm targets sorted by number: a range from three on, else listed; other families as the row gives them
+    from selector.engine import describe_families
+
+    assert describe_families(["sm_120", "sm_89", "sm_75"]) == "sm_75..sm_120"
+    assert describe_families(["sm_89", "sm_86"]) == "sm_86, sm_89"
+    assert describe_families(["gfx110X", "gfx1151"]) == "gfx110X, gfx1151"
