@@ -327,6 +327,14 @@ class EscapeError(Exception):
     """A capture path that would leave the capture."""
 
 
+class LinkLoop(EscapeError):
+    """A capture path whose lookup follows more links than the kernel would (ELOOP): a loop."""
+
+    def __init__(self, path: str, link: str, limit: int):
+        self.path, self.link = path, link
+        super().__init__(f"{path}: more than {limit} symbolic links followed (a loop of links at {link})")
+
+
 class CaptureHost(Host):
     """Answers from ``DIR/capture.json`` and ``DIR/fs``.  Links inside ``fs`` are followed only
     while they stay inside it; absolute links and ``..`` past the root are refused."""
@@ -372,25 +380,33 @@ class CaptureHost(Host):
         self.machine = plat.get("machine", "")
         self.release = plat.get("release", "")
         self.env = {str(k): str(v) for k, v in data.get("env", {}).items()}
-        self._resolved: dict[tuple, tuple] = {}
+        self._resolved: dict[tuple, tuple] = {}  # path components -> (what they resolve to, links followed)
 
     # -- path resolution -------------------------------------------------------------------
 
     def _resolve(self, path: str, follow_last: bool = True) -> str:
         """Map an absolute path of the captured machine to a path under ``fs``, following links
-        inside the capture.  Raises EscapeError for anything that would leave it."""
+        inside the capture.  Raises EscapeError for anything that would leave it, and LinkLoop
+        (an EscapeError) when one lookup would follow more than ``_MAX_LINKS`` links, as the
+        kernel's ELOOP does: a loop of links ends there, whatever its length.
+
+        One walk, no recursion: a link's target is pushed onto the components still to walk,
+        below it a marker that, once the target is walked, caches what the link resolved to and
+        how many links that took (a cached link costs its hops again, so the limit does not depend
+        on what an earlier lookup left in the cache)."""
         parts = [p for p in path.split("/") if p not in ("", ".")]
         cur: list[str] = []
-        todo = list(reversed(parts))
+        todo: list = list(reversed(parts))  # components still to walk, next last; a tuple marks a link's end
         hops = 0
         while todo:
             comp = todo.pop()
+            if comp.__class__ is tuple:  # (link, hops before it): its target is walked
+                self._resolved[comp[0]] = (tuple(cur), hops - comp[1])
+                continue
             if comp == "..":
                 if not cur:
                     raise EscapeError(path)
                 cur.pop()
-                continue
-            if comp in ("", "."):
                 continue
             nxt = cur + [comp]
             if not todo and not follow_last:
@@ -399,43 +415,38 @@ class CaptureHost(Host):
             key = tuple(nxt)
             hit = self._resolved.get(key)
             if hit is not None:
-                cur = list(hit)
+                if hit[1]:
+                    hops += hit[1]
+                    if hops > self._MAX_LINKS:
+                        raise LinkLoop(path, "/" + "/".join(nxt), self._MAX_LINKS)
+                cur = list(hit[0])
                 continue
             real = os.path.join(self.fs, *nxt)
             try:
                 st = os.lstat(real)
             except OSError:
                 cur = nxt  # does not exist: later components cannot exist either
-                self._resolved[key] = tuple(nxt)
+                self._resolved[key] = (key, 0)
                 continue
             if stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > self._MAX_LINKS:
-                    raise EscapeError(path)
+                if hops >= self._MAX_LINKS:
+                    raise LinkLoop(path, "/" + "/".join(nxt), self._MAX_LINKS)
                 target = os.readlink(real)
                 if target.startswith("/") or (len(target) > 1 and target[1] == ":"):
                     raise EscapeError(path)
-                # resolve the target relative to the link's directory, then continue
-                sub = self._resolve_rel(cur, target, path, hops)
-                self._resolved[key] = tuple(sub)
-                cur = sub
+                # walk the target from the link's directory (cur), then record where the link led
+                todo.append((key, hops))
+                hops += 1
+                todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
             else:
-                self._resolved[key] = tuple(nxt)
+                self._resolved[key] = (key, 0)
                 cur = nxt
         return os.path.join(self.fs, *cur)
-
-    def _resolve_rel(self, base: list[str], target: str, orig: str, hops: int) -> list[str]:
-        joined = "/" + "/".join(base + [target])
-        # normalise .. against base; escaping is detected by _resolve
-        res = self._resolve(joined)
-        return os.path.relpath(res, self.fs).split(os.sep) if res != self.fs else []
 
     def _real(self, path: str, follow_last: bool = True) -> str | None:
         try:
             return self._resolve(path, follow_last)
-        except EscapeError:
-            return None
-        except RecursionError:
+        except EscapeError:  # out of the capture, or a loop of links: not a file of the machine
             return None
 
     # -- Host API ----------------------------------------------------------------------------

@@ -3,13 +3,15 @@ may crash the probes, and nothing outside it may be read."""
 
 import json
 import os
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probes import probe
-from probes.host import CaptureHost, InputError
+from probes.host import CaptureHost, InputError, LinkLoop
 
 
 def make_capture(tmp_path, files=None, links=None, data=None):
@@ -80,6 +82,50 @@ def test_link_loop_is_not_a_crash(tmp_path):
     root = make_capture(tmp_path, links={"/a/b": "../a/b", "/etc/os-release": "../a/b"})
     assert CaptureHost(root).read("/etc/os-release") is None
     probe(CaptureHost(root))
+
+
+def _within(seconds, fn):
+    """``fn()`` on a daemon thread: a lookup that never ends fails the test instead of hanging it."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still resolving after {seconds} s: the loop of links is never refused"
+    return box
+
+
+@pytest.mark.parametrize("links,path", [
+    ({"/a/b": "../a/b"}, "/a/b"),  # one link naming itself
+    ({"/x/p": "q", "/x/q": "p"}, "/x/p"),  # two links naming each other
+])
+def test_a_link_loop_is_refused_quickly_naming_the_link(tmp_path, links, path):
+    host = CaptureHost(make_capture(tmp_path, links=links))
+    t0 = time.perf_counter()
+    box = _within(5, lambda: host._resolve(path + "/vendor"))
+    assert time.perf_counter() - t0 < 1
+    err = box.get("error")
+    assert isinstance(err, LinkLoop), box
+    assert err.link in links and err.path == path + "/vendor"
+    assert f"a loop of links at {err.link}" in str(err) and str(err).startswith(path + "/vendor: ")
+    # what the probes see: no such file, as for any link that leaves the capture
+    assert host.read(path + "/vendor") is None and host.listdir(path) == []
+    assert host.exists(path)  # the link itself is there
+
+
+@pytest.mark.parametrize("n,ok", [(40, True), (41, False)])
+def test_a_lookup_follows_at_most_40_links_whatever_the_cache_holds(tmp_path, n, ok):
+    links = {f"/l/{i}": str(i + 1) for i in range(n)}  # /l/0 -> 1 -> ... -> n, a file
+    host = CaptureHost(make_capture(tmp_path, files={f"/l/{n}": "end\n"}, links=links))
+    for _ in range(2):  # the second lookup starts from the first one's cache, and counts the same links
+        assert host.read("/l/1") == "end\n"  # a shorter chain first: cached
+        assert host.read("/l/0") == ("end\n" if ok else None)
 
 
 def test_dangling_driver_link_is_read_by_name(tmp_path):
