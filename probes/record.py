@@ -4,7 +4,7 @@
 ``import dataclasses`` pulls in ``inspect``); the Profile, catalog and engine types are defined on
 every run, so that cost lands on every ``pick-backend`` call.  ``Record`` reads the annotations
 once, in ``__init_subclass__``, and shares one generic ``__init__``: same keyword/positional
-construction, defaults, ``field(default_factory=...)``, ``__eq__`` and ``__repr__``.
+construction, defaults, ``field(default_factory=..., compare=False)``, ``__eq__`` and ``__repr__``.
 """
 
 from __future__ import annotations
@@ -19,17 +19,37 @@ class _Factory:
         self.factory = factory
 
 
-def field(*, default=_MISSING, default_factory=None, **_ignored):
-    """``dataclasses.field`` subset: a default or a factory for mutable defaults."""
-    if default_factory is not None:
-        return _Factory(default_factory)
-    return default
+class _Field:
+    """A ``field()`` with options beyond its default: read once by ``Record.__init_subclass__``."""
+
+    __slots__ = ("default", "compare", "hash")
+
+    def __init__(self, default, compare, hash):
+        self.default, self.compare, self.hash = default, compare, hash
+
+
+def field(*, default=_MISSING, default_factory=None, compare=True, hash=None, **unknown):
+    """``dataclasses.field`` subset: a default or a factory for mutable defaults, and ``compare``
+    / ``hash`` (a field with ``compare=False`` is left out of ``__eq__`` and, unless ``hash=True``,
+    out of FrozenRecord's ``__hash__``, as in dataclasses).  Any other option is refused: silently
+    dropping one would make a Record behave unlike the dataclass it reads as."""
+    if unknown:
+        raise TypeError(f"field() does not implement {', '.join(sorted(unknown))} (Record: default, "
+                        "default_factory, compare, hash)")
+    if default is not _MISSING and default_factory is not None:
+        raise ValueError("field() cannot take both default and default_factory")
+    value = _Factory(default_factory) if default_factory is not None else default
+    if compare and hash is None:
+        return value
+    return _Field(value, bool(compare), compare if hash is None else bool(hash))
 
 
 class Record:
     _fields: tuple = ()
     _defaults: dict = {}
     _types: dict = {}
+    _compared: tuple = ()  # the fields __eq__ compares, in order
+    _hashed: tuple = ()  # the fields FrozenRecord's __hash__ hashes
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -37,9 +57,19 @@ class Record:
         fields = [f for f in getattr(cls, "_fields", ()) if f not in own] + list(own)
         defaults = dict(getattr(cls, "_defaults", {}))
         types = dict(getattr(cls, "_types", {}))
+        compared, hashed = set(getattr(cls, "_compared", ())), set(getattr(cls, "_hashed", ()))
         for name in own:
             types[name] = own[name]
             value = cls.__dict__.get(name, _MISSING)
+            compare = hash_ = True
+            if isinstance(value, _Field):
+                compare, hash_, value = value.compare, value.hash, value.default
+                if value is _MISSING:
+                    delattr(cls, name)  # a required field: no class attribute, as in dataclasses
+                else:
+                    setattr(cls, name, value)
+            (compared.add if compare else compared.discard)(name)
+            (hashed.add if hash_ else hashed.discard)(name)
             if value is not _MISSING:
                 defaults[name] = value
                 if isinstance(value, _Factory):
@@ -47,6 +77,8 @@ class Record:
         cls._fields = tuple(fields)
         cls._defaults = defaults
         cls._types = types
+        cls._compared = tuple(f for f in fields if f in compared)
+        cls._hashed = tuple(f for f in fields if f in hashed)
 
     def __init__(self, *args, **kwargs):
         fields = self._fields
@@ -73,7 +105,7 @@ class Record:
     def __eq__(self, other):
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+        return all(getattr(self, f) == getattr(other, f) for f in self._compared)
 
     __hash__ = None
 
@@ -86,7 +118,7 @@ class FrozenRecord(Record):
     """Hashable by value; fields are not meant to change after construction."""
 
     def __hash__(self):
-        return hash(tuple(_hashable(getattr(self, f)) for f in self._fields))
+        return hash(tuple(_hashable(getattr(self, f)) for f in self._hashed))
 
 
 def _hashable(v):
