@@ -1,6 +1,8 @@
 """probes/record.py: the lean ``@dataclass`` stand-in keeps the dataclass options it is given, and
 refuses the ones it does not implement instead of dropping them."""
 
+from functools import cached_property
+
 import pytest
 
 from probes.record import FrozenRecord, Record, as_dict, field
@@ -63,3 +65,39 @@ def test_default_and_default_factory_together_are_refused():
     with pytest.raises(ValueError):
         field(default=0, default_factory=int)
 
+
+def _records(value, seen=None):
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, Record):
+        yield value
+        value = [getattr(value, f) for f in value._fields]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _records(v, seen)
+
+
+def test_records_carry_only_the_fields_they_declare():
+    """Nothing pins private state onto a record: what a probe of every fixture machine hands on, the
+    engine's decisions over it, and the catalogs they were judged with hold their declared fields,
+    and the caches their classes declare (cached_property), and nothing else."""
+    from conftest import machine_names, profile_of
+    from selector import catalog, engine
+
+    cats = [catalog.load(name) for name in catalog.BUILTIN]
+    found: list = []
+    for name in machine_names():
+        profile = profile_of(name)
+        machine = engine.Machine(profile)
+        found += _records(profile)
+        for cat in cats:
+            found += _records([engine.decide(profile, cat, r, machine=machine) for r in cat.recipes])
+    found += _records(cats)
+    assert len(found) > 5000
+    extra = {(type(r).__name__, k) for r in found for k in vars(r) if k not in r._fields
+             and not isinstance(getattr(type(r), k, None), cached_property)}  # a cache the class declares
+    assert not extra

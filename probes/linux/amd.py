@@ -100,22 +100,30 @@ def parse_amdgpu_ids(text: str | None) -> dict[tuple[str, str], str]:
 
 
 def _system_ids(host) -> dict:
-    cached = getattr(host, "_amdgpu_ids", None)
-    if cached is None:
-        cached = {}
-        for path in AMDGPU_IDS:
-            try:
-                text = host.read(path)
-            except PermissionError:
-                text = None
-            if text:
-                cached = parse_amdgpu_ids(text)
-                break
+    """The machine's ``amdgpu.ids`` (the first of AMDGPU_IDS there is), parsed; {} without one."""
+    for path in AMDGPU_IDS:
         try:
-            host._amdgpu_ids = cached
-        except AttributeError:
-            pass
-    return cached
+            text = host.read(path)
+        except PermissionError:
+            text = None
+        if text:
+            return parse_amdgpu_ids(text)
+    return {}
+
+
+class _SystemNames:
+    """Marketing names from the machine's ``amdgpu.ids``, for one probe run: the file is read at
+    the first GPU that needs a name from it, and only then."""
+
+    __slots__ = ("host", "table")
+
+    def __init__(self, host):
+        self.host, self.table = host, None
+
+    def get(self, device: str, revision: str) -> str | None:
+        if self.table is None:
+            self.table = _system_ids(self.host)
+        return self.table.get((device, revision))
 
 
 def _access(host, profile, gpu: AmdGpu, compute_possible: bool, info: dict | None) -> None:
@@ -159,14 +167,14 @@ def describe(gpu: AmdGpu) -> str:
 
 
 def _finish(host, profile, gpu: AmdGpu, facts: dict, row: dict | None, compute_possible: bool,
-            answers: dict) -> None:
+            answers: dict, names: _SystemNames) -> None:
     """Name, memory and access of a GPU, pyamdgpuinfo first, then sysfs and the tables."""
     info = answers.get(gpu.render_node) if gpu.render_node else None
     info = info if isinstance(info, dict) else None
     ok = info is not None and "error" not in info
     name = info.get("name") if ok and isinstance(info.get("name"), str) and info.get("name") else None
     if name is None and gpu.pci.device and gpu.pci.revision:
-        name = _system_ids(host).get((gpu.pci.device, gpu.pci.revision))
+        name = names.get(gpu.pci.device, gpu.pci.revision)
     if name is not None:
         gpu.name = name
     vram = info.get("vram_size") if ok else None
@@ -182,7 +190,9 @@ def _count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def _from_kfd(host, profile) -> list[AmdGpu] | None:
+def _from_kfd(host, profile) -> list[tuple[AmdGpu, dict | None, dict | None]] | None:
+    """(GPU, its DRM facts, its PCI table row) of each GPU node of the KFD topology (facts None: a
+    node this process may not read); None without a topology."""
     nodes = host.listdir(KFD)
     if not nodes:
         return None
@@ -192,10 +202,10 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
         try:
             text = host.read(f"{KFD}/{node}/properties")
         except PermissionError:
-            gpus.append(
+            gpus.append((
                 AmdGpu(name=f"AMD GPU (KFD node {node}, hidden)", visible=False, source="kfd", gfx=None,
-                       usable_compute=False, usable_graphics=False)
-            )
+                       usable_compute=False, usable_graphics=False),
+                None, None))
             continue
         props = parse_kv(text)
         if not props:
@@ -263,12 +273,12 @@ def _from_kfd(host, profile) -> list[AmdGpu] | None:
             unique_id=_uuid_hex(props.get("unique_id")),
             kfd_node=int(node) if node.isdecimal() else None,
         )
-        gpu._facts, gpu._row = facts, row
-        gpus.append(gpu)
+        gpus.append((gpu, facts, row))
     return gpus or None
 
 
-def _from_drm(host, profile) -> list[AmdGpu]:
+def _from_drm(host, profile) -> list[tuple[AmdGpu, dict, dict | None]]:
+    """(GPU, its DRM facts, its PCI table row) of each AMD display or compute device in DRM."""
     seen = set()
     gpus = []
     entries = [e for e in host.listdir(DRM) if _is_device_entry(e)]
@@ -307,8 +317,7 @@ def _from_drm(host, profile) -> list[AmdGpu]:
             driver=facts["driver"],
             render_node=_render_node(host, entry, facts["bus_id"]),
         )
-        gpu._facts, gpu._row = facts, row
-        gpus.append(gpu)
+        gpus.append((gpu, facts, row))
     return gpus
 
 
@@ -329,25 +338,27 @@ def _is_device_entry(name: str) -> bool:
 
 
 def probe(host, profile) -> None:
-    gpus = _from_kfd(host, profile)
-    kfd = gpus is not None
-    if gpus is None:
-        gpus = _from_drm(host, profile)
-        if gpus and host.exists("/sys/class/kfd") is False:
+    found = _from_kfd(host, profile)
+    kfd = found is not None
+    if found is None:
+        found = _from_drm(host, profile)
+        if found and host.exists("/sys/class/kfd") is False:
             profile.warn(
                 "amd_gpu",
                 "no KFD topology (/sys/class/kfd): ROCm cannot use these GPUs here "
                 "(in a container, pass /dev/kfd and /dev/dri); gfx taken from DRM",
             )
+    gpus = [gpu for gpu, _facts, _row in found]
     nodes = [g.render_node for g in gpus if g.render_node]
     answers = {}
     if nodes:
         answer = host.amdgpuinfo(nodes)
         answers = answer.get("gpus") if isinstance(answer.get("gpus"), dict) else {}
-    for i, gpu in enumerate(gpus):
+    names = _SystemNames(host)
+    for i, (gpu, facts, row) in enumerate(found):
         gpu.index = i
-        if hasattr(gpu, "_facts"):  # not a hidden KFD node
-            _finish(host, profile, gpu, gpu._facts, gpu._row, kfd, answers)
+        if facts is not None:  # not a hidden KFD node
+            _finish(host, profile, gpu, facts, row, kfd, answers, names)
 
     # visibility: ROCR_VISIBLE_DEVICES selects first, HIP_VISIBLE_DEVICES indexes what is left
     rocr = runtime_env.rocm_visibility(host, profile, gpus)

@@ -202,6 +202,11 @@ class Opts:
                     raise Fail(EXIT_USAGE, str(e)) from None
         return self._profile
 
+    def use_profile(self, profile) -> None:
+        """Judge ``profile`` from now on: a machine the command made itself (install's --gfx/--sm/
+        --os/--arch target, the one document of a batch file), taken as it is."""
+        self._profile = profile
+
     def catalog(self):
         if self._catalog is None:
             from selector import catalog

@@ -131,7 +131,7 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
                                "(e.g. sm_89, sm_120)")
     target = any((gfx, sm, os_name, arch))
     if target:
-        o._profile = _target_profile(o.profile(), gfx, sm, os_name, arch)
+        o.use_profile(_target_profile(o.profile(), gfx, sm, os_name, arch))
     profile, cat, s, (d,), warnings = decide_all(o, [name], backend)
     if d.backend is None:
         raise Fail(EXIT_UNSUPPORTED, f"{name}: {d.reason}")

@@ -38,13 +38,14 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
         from selector import profiles
 
         if profiles.is_batch(o.profile_path):  # many profiles: one JSON line each
-            text = None
+            text, one = None, None
             if not os.path.isdir(o.profile_path):
                 text = profiles.read_text(o.profile_path)
                 if not as_json and sum(1 for _ in profiles.documents(text, o.profile_path)) == 1:
-                    o._profile = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
-            if o._profile is None:
+                    one = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
+            if one is None:
                 sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text, as_json))
+            o.use_profile(one)
     if not recipes and not all_:
         raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
                                "`pick-backend recipes` lists them")
