@@ -11,19 +11,10 @@ _KINDS = {"str": str, "int": int, "dict": dict, "list": list}
 
 
 def section(host, name: str, profile, probe: str) -> "Section":
-    """The host's ``name`` answer (``windows`` or ``macos``), asked once per host, as a Section for
-    one probe.  The live readers query the registry / sysctl, so every probe shares one answer."""
-    attr = f"_{name}_answer"
-    answer = getattr(host, attr, None)
-    if answer is None:
-        answer = getattr(host, name)()
-        if not isinstance(answer, dict):
-            answer = {}
-        try:
-            setattr(host, attr, answer)
-        except AttributeError:
-            pass
-    return Section(answer, name, profile, probe)
+    """The host's ``name`` answer (``windows`` or ``macos``) as a Section for one probe.  The live
+    host reads the registry / sysctl once and keeps the answer (LiveHost.windows), so every probe
+    shares one answer."""
+    return Section(getattr(host, name)(), name, profile, probe)
 
 
 class Section:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+
 from probes.record import Record
 
 from probes.util import parse_hex
 
 BASE = "/sys/bus/pci/devices"
+
+# host -> its scan: the module that reads the scan keeps it, for as long as the host lives
+_SCANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class PciDevice(Record):
@@ -23,9 +28,17 @@ class PciDevice(Record):
 
 
 def scan(host) -> list[PciDevice]:
-    cached = getattr(host, "_pci_scan", None)
-    if cached is not None:
-        return cached
+    try:
+        return _SCANS[host]
+    except KeyError:
+        pass
+    except TypeError:  # a host that cannot be weakly referenced: scanned each time
+        return _scan(host)
+    out = _SCANS[host] = _scan(host)
+    return out
+
+
+def _scan(host) -> list[PciDevice]:
     out = []
     for bdf in host.listdir(BASE):
         path = f"{BASE}/{bdf}"
@@ -50,8 +63,4 @@ def scan(host) -> list[PciDevice]:
                 driver=host.link_name(f"{path}/driver"),
             )
         )
-    try:
-        host._pci_scan = out
-    except AttributeError:
-        pass
     return out
