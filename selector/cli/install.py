@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from probes.record import Record
 from selector.cli.core import (shown, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
                           complete_recipe, decide_all, did_you_mean, options)
 
@@ -70,6 +71,26 @@ def _hardware_gfx(profile, device):
     return None
 
 
+class InstallRequest(Record):
+    """What one `install` was asked to do, beyond the options every command shares (Opts)."""
+
+    recipe: str
+    backend: str | None = None  # --backend: this backend instead of the pick
+    dry_run: bool = False
+    as_json: bool = False
+    force: bool = False  # even where the backend is unsupported (for another machine with a target)
+    gfx: str | None = None  # --gfx / --sm / --os / --arch: install for this target, not this machine
+    sm: str | None = None
+    os_name: str | None = None
+    arch: str | None = None
+    allow_unverified: tuple[str, ...] = ()  # kinds of asset that may lack a SHA-256: runtime, backend, all
+    reinstall: bool = False
+    timeout: float | None = None  # overall deadline in seconds (None: the environment's or the default)
+    from_file: tuple[str, ...] = ()  # downloaded release archives to install from
+    verify: bool = False  # run the new build's device check before it replaces the old one
+    keep_unverified: bool = False  # with verify: install even when the check fails
+
+
 def _finite(ctx, param, value):
     """--timeout nan passes FloatRange (nan compares false) and would switch the deadline off."""
     if value is not None and not value < float("inf"):
@@ -109,12 +130,13 @@ def _explain(e) -> str:
 def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
                 timeout, from_file, verify_flag=False, keep_unverified=False, **kwargs):
     """Download, verify and install the picked backend build of RECIPE (or --backend B)."""
-    _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
-             timeout, from_file, verify_flag, keep_unverified, kwargs)
+    _install(ctx, InstallRequest(recipe=recipe, backend=backend, dry_run=dry_run, as_json=as_json, force=force,
+                                 gfx=gfx, sm=sm, os_name=os_name, arch=arch, allow_unverified=allow_unverified,
+                                 reinstall=reinstall, timeout=timeout, from_file=from_file, verify=verify_flag,
+                                 keep_unverified=keep_unverified), kwargs)
 
 
-def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, arch, allow_unverified, reinstall,
-             timeout, from_file, verify_flag, keep_unverified, kwargs):
+def _install(ctx, req: InstallRequest, kwargs):
     from probes.host import InputError
     from selector import render
     from selector.engine import Device
@@ -122,39 +144,39 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
     from selector.install.states import cache_root
 
     o = Opts(ctx, kwargs)
-    (name,) = o.recipe_names([recipe])
-    if gfx and not (GFX_RE.match(gfx) and _known_gfx(gfx)):
-        raise Fail(EXIT_USAGE, f"--gfx {shown(gfx)!r} is not a gfx target of any AMD GPU the tables know "
+    (name,) = o.recipe_names([req.recipe])
+    if req.gfx and not (GFX_RE.match(req.gfx) and _known_gfx(req.gfx)):
+        raise Fail(EXIT_USAGE, f"--gfx {shown(req.gfx)!r} is not a gfx target of any AMD GPU the tables know "
                                "(e.g. gfx1100, gfx1151, gfx90a, or a family: gfx110X)")
-    if sm and not (SM_RE.match(sm) and _known_sm(sm)):
-        raise Fail(EXIT_USAGE, f"--sm {shown(sm)!r} is not the CUDA target of any NVIDIA GPU the tables know "
+    if req.sm and not (SM_RE.match(req.sm) and _known_sm(req.sm)):
+        raise Fail(EXIT_USAGE, f"--sm {shown(req.sm)!r} is not the CUDA target of any NVIDIA GPU the tables know "
                                "(e.g. sm_89, sm_120)")
-    target = any((gfx, sm, os_name, arch))
+    target = any((req.gfx, req.sm, req.os_name, req.arch))
     if target:
-        o.use_profile(_target_profile(o.profile(), gfx, sm, os_name, arch))
-    profile, cat, s, (d,), warnings = decide_all(o, [name], backend)
+        o.use_profile(_target_profile(o.profile(), req.gfx, req.sm, req.os_name, req.arch))
+    profile, cat, s, (d,), warnings = decide_all(o, [name], req.backend)
     if d.backend is None:
         raise Fail(EXIT_UNSUPPORTED, f"{name}: {d.reason}")
     v = d.verdict(d.backend)
     if d.backend == "system" and v.supported:
         exe = (profile.executables or {}).get("llama-server")
-        if as_json:  # one JSON document on stdout, like every --json
+        if req.as_json:  # one JSON document on stdout, like every --json
             render.emit_json({"schema_version": 1, "recipe": name, "backend": "system", "channel": d.channel,
                               "dir": "system", "version": None, "device": v.device.to_dict() if v.device else None,
-                              "path": exe, "dry_run": dry_run, "state": "system", "artifacts": [],
+                              "path": exe, "dry_run": req.dry_run, "state": "system", "artifacts": [],
                               "warnings": list(warnings) + list(d.warnings)})
             return
         click.echo(f"{name}: the pick is the system llama-server on PATH; nothing to install")
         return
     device = v.device
     if not v.supported:
-        if not force:
+        if not req.force:
             raise Fail(EXIT_UNSUPPORTED, f"{name} {d.backend} is unsupported here: {v.reason} "
                                          "(--force with --gfx/--sm/--os/--arch installs it for another machine)")
-        if device is None and gfx:
-            device = Device("amd_gpu", gfx, 0, f"target {gfx}")
-        elif device is None and sm:
-            device = Device("nvidia_gpu", sm, 0, f"target {sm}")
+        if device is None and req.gfx:
+            device = Device("amd_gpu", req.gfx, 0, f"target {req.gfx}")
+        elif device is None and req.sm:
+            device = Device("nvidia_gpu", req.sm, 0, f"target {req.sm}")
     try:
         assets = resolve.load_assets(cat.name)
     except InputError:
@@ -174,16 +196,16 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         "version": plan.tag,
         "device": device.to_dict() if device else None,
         "path": os.path.join(cache, "bin", name, plan.dirname),
-        "dry_run": dry_run,
+        "dry_run": req.dry_run,
         "artifacts": [],
         "warnings": list(warnings) + list(d.warnings),
     }
 
-    if dry_run:
+    if req.dry_run:
         from selector.install.download import DownloadError, Limits
         from selector.install.installer import dest_path, read_version, resolve_remote
 
-        limits = Limits.from_env(deadline=timeout)  # the same limits (and a malformed one is exit 5)
+        limits = Limits.from_env(deadline=req.timeout)  # the same limits (and a malformed one is exit 5)
         asked = True
         try:
             resolve_remote(plan.artifacts, attempts=2, limits=limits)  # a plan, not a download: don't wait long
@@ -199,7 +221,7 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
             if a.repo and not a.url:
                 item["url"] = f"https://github.com/{a.repo}/releases/download/{a.tag}/{a.asset}"
             out["artifacts"].append(item)
-        if as_json:
+        if req.as_json:
             render.emit_json(out)
         else:
             _print_plan(out)
@@ -211,20 +233,20 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
 
     # --- install --verify (issue 16) ---
     verify_cb, reports = None, []
-    if verify_flag:
+    if req.verify:
         from selector.cli.verify import install_callback, print_report
 
-        verify_cb = install_callback(o, name, backend, plan, cache, 30.0, keep_unverified, reports)
+        verify_cb = install_callback(o, name, req.backend, plan, cache, 30.0, req.keep_unverified, reports)
     # --- end install --verify ---
     try:
-        files = match_files(plan, from_file)
-        with Progress(enabled=False if as_json else None) as progress:
-            results = install(plan, cache, profile.os.name, allow_unverified, reinstall, progress,
-                              limits=Limits.from_env(deadline=timeout), from_files=files, verify=verify_cb)
+        files = match_files(plan, req.from_file)
+        with Progress(enabled=False if req.as_json else None) as progress:
+            results = install(plan, cache, profile.os.name, req.allow_unverified, req.reinstall, progress,
+                              limits=Limits.from_env(deadline=req.timeout), from_files=files, verify=verify_cb)
     except VerifyFailed as e:
         out["state"] = "verify_failed"
         out["verify"] = reports[-1] if reports else None
-        if as_json:  # one JSON document: the result, with the error and exit code in it
+        if req.as_json:  # one JSON document: the result, with the error and exit code in it
             out["error"], out["exit"] = f"{e}; the previous install is untouched", e.exit_code
             render.emit_json(out)
             sys.exit(e.exit_code)
@@ -236,14 +258,14 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         raise Fail(e.exit_code, _explain(e) if e.exit_code == EXIT_INSTALL else str(e)) from None
     out["artifacts"] = results
     out["state"] = "installed"
-    if verify_flag and not reports:  # nothing new was unpacked: check what is installed
+    if req.verify and not reports:  # nothing new was unpacked: check what is installed
         from selector.cli.verify import verify_recipe
 
-        reports.append(verify_recipe(o, name, backend, 30.0))
-    if verify_flag:
+        reports.append(verify_recipe(o, name, req.backend, 30.0))
+    if req.verify:
         out["verify"] = reports[-1]
-    verify_code = reports[-1]["exit_code"] if reports and not keep_unverified else 0
-    if as_json:
+    verify_code = reports[-1]["exit_code"] if reports and not req.keep_unverified else 0
+    if req.as_json:
         render.emit_json(out)
         if verify_code:
             sys.exit(verify_code)
@@ -259,7 +281,7 @@ def _install(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name, ar
         click.echo(f"installed {what} {r['version']} ({r['asset']}, {check}) -> {r['path']}")
     if reports:
         print_report(reports[-1])
-        if reports[-1]["exit_code"] and keep_unverified:
+        if reports[-1]["exit_code"] and req.keep_unverified:
             click.echo("warning: installed although the check failed (--keep-unverified)", err=True)
     if verify_code:
         sys.exit(verify_code)
