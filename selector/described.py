@@ -35,7 +35,7 @@ def parse_size(text: str, what: str) -> int:
 
 
 def _bandwidth_rows() -> list[tuple[str, dict]]:
-    from selector.models.speed import VENDOR, table
+    from selector.bandwidth import VENDOR, table
 
     vendors = {v: k for k, v in VENDOR.items()}
     return [(vendors[v], row) for v in ("nvidia", "amd", "intel") for row in table().get(v, [])]
@@ -62,7 +62,7 @@ def lookup(name: str) -> tuple[str, dict]:
     for dtype, row in _bandwidth_rows():
         if wanted and _key(row["match"]) == wanted:
             return dtype, row
-    from selector.models.speed import table
+    from selector.bandwidth import table
 
     if any(_key(r["match"]) == wanted for r in table().get("apple", [])):
         raise DescribeError(f"--gpu {name!r}: an Apple chip's GPU shares its memory; describe a Mac by its "

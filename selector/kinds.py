@@ -39,6 +39,21 @@ def _index() -> None:
 _index()
 
 
+# llama.cpp's backends: a catalog backend of one of these names runs on it (selector/catalogs/llamacpp-fit.json
+# "reserve" and the published results name the same ones)
+RUNTIMES = ("rocm", "cuda", "vulkan", "metal", "sycl", "cpu")
+
+
+def runtime(backend: str, kind_name: str, access: str = "compute") -> str:
+    """The llama.cpp backend a build runs on its device: its own name where it is one, vulkan for a build
+    that opens GPUs for graphics, else the kind's compute runtime (``system``: the device's)."""
+    if backend in RUNTIMES:
+        return backend
+    if access == "graphics":
+        return "vulkan"
+    return KINDS.get(kind_name, {}).get("runtime", "cpu")
+
+
 def kind(name: str) -> dict:
     return KINDS.get(name, {})
 

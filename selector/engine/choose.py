@@ -7,7 +7,7 @@ from selector.catalog import Catalog, Recipe
 from selector.engine.records import INSTALLED_STATES, Device, Settings, Verdict
 from selector.engine.state import install_dir_name, recipe_channel
 from selector.engine.words import and_
-from selector.kinds import ACCELERATORS
+from selector.kinds import ACCELERATORS, runtime
 
 
 def _first_with_installed_wins(cands: list[Verdict]) -> tuple[Verdict | None, str]:
@@ -88,6 +88,15 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdi
             return v, why
         fallback, fwhy = choose(vs, recipe, Settings(channel=settings.channel, prefer_system=settings.prefer_system,
                                                      prefer_system_by_recipe=settings.prefer_system_by_recipe))
+        if fallback is not None and settings.published is not None:
+            # no measurement here: what others measured on this GPU (or its family), if they compared the
+            # backends that run on it
+            rows, where = published(vs, fallback, settings.published, settings.metric)
+            if rows:
+                win = next(v for v in same_device(vs, fallback).values() if _runtime(v) == rows[0].backend)
+                return win, f"{why}; {_published_words(rows, where)}"
+            why += (f"; no published {settings.metric} comparison of "
+                    f"{' and '.join(same_device(vs, fallback))} on this GPU or its family")
         return fallback, f"{why}; accelerator-first instead: {fwhy}"
     acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
     if acc:
@@ -113,3 +122,40 @@ def losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str) ->
     names = and_(lost)
     flags = " or ".join(f"--backend {n}" for n in lost)
     return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"
+
+
+def _runtime(v: Verdict) -> str:
+    return runtime(v.name, v.device.type if v.device else "cpu", v.access)
+
+
+def same_device(vs: list[Verdict], chosen: Verdict) -> dict[str, Verdict]:
+    """The supported builds that run on the chosen accelerator, by the llama.cpp backend each is (the
+    first of each: a catalog's order)."""
+    if chosen.device is None or chosen.device.type not in ACCELERATORS:
+        return {}
+    key = device_key(chosen.device)
+    out: dict[str, Verdict] = {}
+    for v in vs:
+        if v.supported and v.name != "system" and v.device is not None and device_key(v.device) == key:
+            out.setdefault(_runtime(v), v)
+    return out
+
+
+def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = None) -> tuple[list, str]:
+    """What published llama-bench runs say of the builds that run on the chosen device: the nearest
+    comparison (its GPU model, else its family) and where it is from.  ``load`` gives the results; it
+    is called only where two or more builds run there."""
+    from selector import evidence
+
+    runtimes = same_device(vs, chosen)
+    if len(runtimes) < 2:
+        return [], ""
+    where, rows = evidence.nearest(load(), chosen.device.type, chosen.device.name, chosen.device.family,
+                                   runtimes, metric)
+    return rows, where
+
+
+def _published_words(rows, where: str) -> str:
+    from selector import evidence
+
+    return evidence.words(rows, where)

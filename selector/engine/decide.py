@@ -4,7 +4,7 @@ choice among them, and how to run it."""
 from __future__ import annotations
 
 from selector.catalog import Catalog
-from selector.engine.choose import choose, losers, system_preferred
+from selector.engine.choose import choose, losers, published, system_preferred
 from selector.engine.devices import Machine
 from selector.engine.match import verdicts
 from selector.engine.records import Decision, Settings
@@ -75,5 +75,12 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
         notes.append(env_note)
     notes += override_notes(m, chosen)
     run_args = f"{flag} {chosen.name}" if flag else None
-    return Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
-                    warnings, notes, channel, run_env, kept)
+    d = Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
+                 warnings, notes, channel, run_env, kept)
+    if chosen.supported and settings.published is not None:
+        rows, where = published(vs, chosen, settings.published)
+        if rows:
+            from selector.evidence import words
+
+            d.evidence, d.evidence_words = rows, words(rows, where)
+    return d

@@ -21,6 +21,9 @@ class Settings(Record):
     prefer_system_by_recipe: dict[str, bool] = field(default_factory=dict)
     metric: str = "tg"  # --policy measured: generation (tg) or prompt processing (pp) speed
     measurements: dict = field(default_factory=dict)  # recipe -> fresh bench records (selector/bench.py)
+    # published llama-bench results (selector/evidence.py): a function giving them, called only where two
+    # backends run on the chosen device (their file is read only when it can change what is printed)
+    published: object = field(default=None, compare=False)
 
     def prefer_system_for(self, recipe: str) -> bool:
         return self.prefer_system_by_recipe.get(recipe, self.prefer_system)
@@ -126,6 +129,9 @@ class Decision(Record):
     channel: str = "stable"
     run_env: dict[str, str] = field(default_factory=dict)  # makes the engine use the chosen device(s)
     run_devices: list[Device] = field(default_factory=list)  # the devices run_env keeps (not serialised)
+    # what published llama-bench runs say of the backends that run on the chosen device (evidence.Result)
+    evidence: list = field(default_factory=list)
+    evidence_words: str = ""
 
     @property
     def ok(self) -> bool:
@@ -154,6 +160,7 @@ class Decision(Record):
             "backends": [v.to_dict() for v in self.backends],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
+            "evidence": [r.to_dict() for r in self.evidence],
         }
 
 

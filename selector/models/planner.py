@@ -14,21 +14,12 @@ from probes import memory
 from selector.models import fit
 
 GIB = 1 << 30
-# the fit table's runtime for each backend build (catalogs/llamacpp-fit.json "reserve")
-RUNTIMES = {"rocm": "rocm", "cuda": "cuda", "metal": "metal", "cpu": "cpu", "system": None}  # vulkan: by its access
-# a build the table does not name (LocalAI's cuda12, intel) runs on its device's compute runtime; SYCL has
-# no reserve of its own in the fit table, so an Intel plan keeps the largest one out (the CPU's)
-TYPE_RUNTIME = {"amd_gpu": "rocm", "nvidia_gpu": "cuda", "metal": "metal", "cpu": "cpu", "intel_gpu": "sycl"}
-
-
 def runtime_of(decision, verdict) -> str:
-    """Which llama.cpp backend the chosen build runs on its device: rocm, cuda, vulkan, metal or cpu."""
-    if verdict.access == "graphics":
-        return "vulkan"
-    known = RUNTIMES.get(decision.backend)
-    if known:
-        return known
-    return TYPE_RUNTIME.get(decision.device.type if decision.device else "cpu", "cpu")
+    """Which llama.cpp backend the chosen build runs on its device: rocm, cuda, vulkan, metal, sycl or cpu
+    (a build the fit table does not name, such as LocalAI's cuda12 or intel, runs on its device's)."""
+    from selector.kinds import runtime
+
+    return runtime(decision.backend or "", decision.device.type if decision.device else "cpu", verdict.access)
 
 
 def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[dict]:

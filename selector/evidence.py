@@ -1,0 +1,199 @@
+"""Published llama-bench results (catalogs/llama-bench-published.json): what other people measured,
+with where they said it.
+
+Each result is one row of a llama-bench table someone published: the GPU as the source names it, the
+row of the bandwidth table it is (``match``: "RX 7900 XTX") and its family (gfx1100, sm_89), the
+backend and its runtime, the llama.cpp build and the date, the model as llama-bench names it, the
+test (pp512, tg128) and tokens/s, and the page and place it was read from, with the row itself.
+Rows of one post that ran two backends on the same machine and model share a ``pair``: only those
+compare backends.  Loaded and validated once; a malformed file is an InputError naming the entry and
+the field (exit 5).  Pure over that data: the engine and the planner ask it, nothing here reads the
+machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+
+from probes.host import InputError
+from probes.record import Record
+
+PATH = os.path.join(os.path.dirname(__file__), "catalogs", "llama-bench-published.json")
+BACKENDS = ("vulkan", "rocm", "cuda", "metal", "sycl", "cpu")
+TEST = re.compile(r"(pp|tg)\d+")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class Result(Record):
+    gpu: str
+    match: str
+    family: str | None
+    backend: str
+    runtime: str | None
+    build: str | None
+    date: str
+    model: str
+    size_gib: float | None
+    params_b: float | None
+    ngl: int | None
+    fa: int | None
+    test: str
+    tps: float
+    url: str
+    where: str
+    pair: str | None
+    quote: str
+
+    @property
+    def source(self) -> str:
+        """The page as people cite it: owner/repo#N for GitHub, else the URL."""
+        m = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull|discussions)/(\d+)", self.url)
+        return f"{m[1]}#{m[2]}" if m else self.url
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "test": self.test, "tokens_per_s": self.tps, "gpu": self.gpu,
+                "match": self.match, "family": self.family, "runtime": self.runtime, "build": self.build,
+                "date": self.date, "model": self.model, "source": self.url, "where": self.where}
+
+
+def _size(text, path, where) -> float | None:
+    """'3.56 GiB' -> 3.56; '6.74 B' -> 6.74 (llama-bench's size and params columns)."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(GiB|MiB|B|M)\s*", str(text))
+    if not m:
+        raise InputError(path, f"{where}: {text!r} is not a size llama-bench prints ('3.56 GiB', '6.74 B')")
+    value = float(m[1])
+    return value / 1024 if m[2] == "MiB" else value / 1000 if m[2] == "M" else value
+
+
+def parse(data, path: str = PATH) -> list[Result]:
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise InputError(path, "must be an object with a 'results' list")
+    out = []
+    for i, r in enumerate(data["results"]):
+        at = f"results[{i}]"
+        if not isinstance(r, dict):
+            raise InputError(path, f"{at}: must be an object")
+
+        def text(key, optional=False, r=r, at=at):
+            v = r.get(key)
+            if v is None and optional:
+                return None
+            if not isinstance(v, str) or not v.strip():
+                raise InputError(path, f"{at}.{key}: must be a non-empty string")
+            return v
+
+        def whole(key, r=r, at=at):
+            v = r.get(key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise InputError(path, f"{at}.{key}: must be a whole number or null")
+            return v
+
+        backend, test, date, url = text("backend"), text("test"), text("date"), text("url")
+        if backend not in BACKENDS:
+            raise InputError(path, f"{at}.backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+        if not TEST.fullmatch(test):
+            raise InputError(path, f"{at}.test: {test!r} is not a llama-bench test such as pp512 or tg128")
+        if not DATE.fullmatch(date):
+            raise InputError(path, f"{at}.date: {date!r} is not a date (YYYY-MM-DD)")
+        if not url.startswith("https://"):
+            raise InputError(path, f"{at}.url: {url!r} is not an https address")
+        tps = r.get("tps")
+        if not isinstance(tps, (int, float)) or isinstance(tps, bool) or not 0 < tps < 1e6:
+            raise InputError(path, f"{at}.tps: must be a positive number of tokens per second")
+        fa = whole("fa")
+        if fa not in (None, 0, 1):
+            raise InputError(path, f"{at}.fa: must be 0, 1 or null")
+        out.append(Result(
+            gpu=text("gpu"), match=text("match"), family=text("family", True), backend=backend,
+            runtime=text("runtime", True), build=text("build", True), date=date, model=text("model"),
+            size_gib=_size(r.get("size"), path, f"{at}.size"), params_b=_size(r.get("params"), path, f"{at}.params"),
+            ngl=whole("ngl"), fa=fa, test=test, tps=float(tps), url=url, where=text("where"),
+            pair=text("pair", True), quote=text("quote")))
+    return out
+
+
+@lru_cache(maxsize=4)
+def load(path: str = PATH) -> tuple[Result, ...]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise InputError(path, f"cannot be read ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(path, f"is not JSON ({e})") from None
+    return tuple(parse(data, path))
+
+
+def for_device(results, kind: str, name: str | None, family: str | None) -> list[tuple[str, list[Result]]]:
+    """The results that speak for a device, nearest first: its own model of GPU (the GPU table's row its
+    name is, the rule the speed bound uses), then the rest of its family (gfx1100, sm_89).  Each as
+    (words for it, results)."""
+    from selector.bandwidth import row_for
+
+    row = row_for(kind, name)
+    own = [r for r in results if row and r.match == row["match"]]
+    kin = [r for r in results if family and r.family == family and r not in own]
+    out = []
+    if own:
+        out.append((row["match"], own))
+    if kin:
+        out.append((f"{family} ({', '.join(dict.fromkeys(r.match for r in kin))})", kin))
+    return out
+
+
+def comparison(results, backends, metric: str | None = None) -> list[Result]:
+    """The latest published comparison of two or more of ``backends``: the rows of one post that ran them
+    on the same machine and model (a ``pair``), for every test it ran on two of them (``metric`` "tg" or
+    "pp": those tests only); fastest first per test.  [] when no post compared them."""
+    wanted = set(backends)
+    pairs: dict[str, list[Result]] = {}
+    for r in results:
+        if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)):
+            pairs.setdefault(r.pair, []).append(r)
+    best = None
+    for rows in pairs.values():
+        tests: dict[str, set] = {}
+        for r in rows:
+            tests.setdefault(r.test, set()).add(r.backend)
+        kept = [r for r in rows if len(tests[r.test]) > 1]
+        if not kept:
+            continue
+        key = (max(r.date for r in kept), kept[0].pair)
+        if best is None or key > best[0]:
+            best = (key, kept)
+    if best is None:
+        return []
+    rows = best[1]
+    order = {t: i for i, t in enumerate(dict.fromkeys(sorted((r.test for r in rows), key=lambda t: (t[:2] != "tg", t))))}
+    return sorted(rows, key=lambda r: (order[r.test], -r.tps))
+
+
+def nearest(results, kind: str, name: str | None, family: str | None, backends,
+            metric: str | None = None) -> tuple[str, list[Result]]:
+    """The nearest published comparison of ``backends`` for a device: on its own GPU model, else its
+    family.  (words for where, rows), or ("", [])."""
+    for where, rs in for_device(results, kind, name, family):
+        rows = comparison(rs, backends, metric)
+        if rows:
+            return where, rows
+    return "", []
+
+
+def words(rows: list[Result], scope_words: str) -> str:
+    """'published on RX 7900 XTX: vulkan tg128 172 vs rocm 138, rocm pp512 4210 vs vulkan 3650
+    (ggml-org/llama.cpp#20934, b5298, 2025-05-08)'."""
+    by_test: dict[str, list[Result]] = {}
+    for r in rows:
+        by_test.setdefault(r.test, []).append(r)
+    parts = []
+    for test, rs in by_test.items():
+        first, rest = rs[0], rs[1:]
+        parts.append(f"{first.backend} {test} {first.tps:.0f} vs " + " vs ".join(f"{r.backend} {r.tps:.0f}" for r in rest))
+    r0 = rows[0]
+    where = ", ".join(x for x in (r0.source, r0.build, r0.date[:7]) if x)
+    return f"published on {scope_words}: {', '.join(parts)} ({r0.model}; {where})"
