@@ -224,6 +224,8 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             head.append("→ no supported backend", style="bold red")
         con.print(head)
         con.print(f"  [dim]{d.reason}[/dim]")
+        if d.evidence_words:
+            con.print(Text(f"  {d.evidence_words}", style="dim"))
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")
         if d.run_env and d.ok:

@@ -130,6 +130,8 @@ def _family(kind: str, row: dict) -> str | None:
 def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: str | None = None,
             runtime: str | None = None) -> list[dict]:
     gpu = gpu or meta.get("gpu")
+    if not rows:
+        return []
     if not gpu:
         raise ValueError("the input names no device: give --gpu")
     match, family = gpu_facts(gpu)
@@ -185,7 +187,8 @@ def main(argv=None) -> int:
     ap.add_argument("--date", required=True, help="YYYY-MM-DD of the post")
     ap.add_argument("--gpu", help="the GPU, where the pasted text does not name it")
     ap.add_argument("--runtime", help="the driver or runtime the post names (RADV, ROCm 6.4, CUDA 12.8)")
-    ap.add_argument("--write", action="store_true", help=f"add the entries to {os.path.relpath(CATALOG, ROOT)}")
+    ap.add_argument("--write", action="store_true", help="add the entries to the catalog")
+    ap.add_argument("--catalog", default=CATALOG, help=f"the catalog --write adds to (default {os.path.relpath(CATALOG, ROOT)})")
     args = ap.parse_args(argv)
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date) or not args.url.startswith("https://"):
         print("add_bench: --date is YYYY-MM-DD and --url an https address", file=sys.stderr)
@@ -203,15 +206,15 @@ def main(argv=None) -> int:
     if args.write:
         from selector.evidence import parse
 
-        with open(CATALOG, encoding="utf-8") as f:
+        with open(args.catalog, encoding="utf-8") as f:
             catalog = json.load(f)
         catalog, n = merge(catalog, es)
-        parse(catalog, CATALOG)  # what is written loads
-        with open(CATALOG + ".tmp", "w", encoding="utf-8") as f:
+        parse(catalog, args.catalog)  # what is written loads
+        with open(args.catalog + ".tmp", "w", encoding="utf-8") as f:
             json.dump(catalog, f, indent=1, ensure_ascii=False)
             f.write("\n")
-        os.replace(CATALOG + ".tmp", CATALOG)
-        print(f"added {n} of {len(es)} entries to {os.path.relpath(CATALOG, ROOT)}")
+        os.replace(args.catalog + ".tmp", args.catalog)
+        print(f"added {n} of {len(es)} entries to {args.catalog}")
     else:
         print(json.dumps(es, indent=1, ensure_ascii=False))
     return 0

@@ -148,16 +148,18 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
                 note = str(e)
         if res is None:
             res = _size_fit(profile, d, v, size, _gguf_recipe(d.recipe))
-        speed = None
+        speed = likely = None
         if res["basis"] == "header" and res["status"] != "no":
             if res["status"] in ("cpu", "partial", "experts") and cpu_bw is None:
                 cpu_bw = _cpu_bandwidth(o, profile, cache) or False  # once for every row, and only if asked for
             est = planner.estimate_speed(profile, res, facts, planner.targets(profile, d, v), cpu_bw or None)
             speed = est["tokens_per_s"] if est else None
+            likely = est["estimate"]["tokens_per_s"] if est and est.get("estimate") else None
         row = {"name": name, "checkpoint": entry["checkpoint"], "size_bytes": size, "labels": entry["labels"],
                "fits": res["status"] != "no", "status": res["status"], "where": _where_words(res),
                "ctx": res.get("ctx"), "trained_ctx": facts.get("n_ctx_train") if facts else None,
-               "basis": res["basis"], "tokens_per_s": speed, **({"note": note} if note else {})}
+               "basis": res["basis"], "tokens_per_s": speed, "tokens_per_s_estimate": likely,
+               **({"note": note} if note else {})}
         rows.append(row)
     rows.sort(key=lambda r: (-r["size_bytes"], r["name"]))
     if only_fits:
@@ -184,6 +186,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
             c = "header not read"
         fits = ("weights fit: " if r["basis"] == "file size" and _gguf_recipe(d.recipe) else "") + r["where"]
         lines.append((r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits if r["fits"] else "no", c,
+                      f"~{r['tokens_per_s_estimate']:.0f} t/s" if r["tokens_per_s_estimate"] else
                       f"≤{r['tokens_per_s']:.0f} t/s" if r["tokens_per_s"] else "-", ",".join(r["labels"])))
     widths = [max(len(x[i]) for x in lines) for i in range(5)]
     for i, line in enumerate(lines):
@@ -193,7 +196,8 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
         if r.get("note"):
             con.print(f"{r['name']}: {r['note']}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     if any(r["tokens_per_s"] for r in rows):
-        con.print("speed: at most this many tokens/s generated, by the memory bandwidth bound (`plan` gives its basis)",
+        con.print("speed: ≤ at most this many tokens/s generated, by the memory bandwidth bound; ~ what published "
+                  "runs of the backend on this GPU family reached of that bound (`plan` gives the basis and range)",
                   style="dim", markup=False)
     if any(r["basis"] == "file size" for r in rows) and _gguf_recipe(d.recipe):
         con.print("weights fit: the download fits; whether a context does too is in the GGUF header, which "
@@ -475,7 +479,12 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
         say(f"! {w}", style="yellow")
     if out["speed_estimate"]:
         e = out["speed_estimate"]
-        say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
+        est = e.get("estimate")
+        if est:
+            say(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated ({est['low']:.0f}-{est['high']:.0f}; "
+                f"{est['basis']}); at most ~{e['tokens_per_s']:.0f} by the bandwidth bound ({e['basis']})", style="dim")
+        else:
+            say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
     if s == "no":
         return
     if out["install"]:

@@ -225,13 +225,41 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
         words = " + ".join(f"{size(b)} at {w}" for b, _g, w in shares if b) + " read per token"
     else:
         words = f"{shares[0][2]} / {size(shares[0][0])} of weights read per token"
-    # published GPU runs reach about half to three quarters of the bound (docs/models.md); a CPU build
-    # here came close to it, so where system memory counts it is only said to be a bound
-    caveat = "real runs reach about half to three quarters of it" if status in ("fits", "split") else \
-        "real runs come below it"
-    return {"tokens_per_s": round(1 / seconds, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
-            "bytes_per_token": per_token, "source": source,
-            "basis": f"{words}; an upper bound at an empty context, {caveat}"}
+    bound = 1 / seconds
+    out = {"tokens_per_s": round(bound, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
+           "bytes_per_token": per_token, "source": source,
+           "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
+    if status in ("fits", "split"):
+        est = calibrated(res.get("runtime") or "", used, profile)
+        if est is not None:
+            cal, n = est
+            out["estimate"] = {"tokens_per_s": round(bound * cal["mid"], 1), "low": round(bound * cal["low"], 1),
+                               "high": round(bound * cal["high"], 1), "fraction": round(cal["mid"], 3),
+                               "gpus": cal["gpus"], "group": cal["group"],
+                               "basis": f"from {n} published {res.get('runtime')} runs on {cal['group']} "
+                                        f"(llama-bench tg128; selector/catalogs/llama-bench-published.json)"}
+    return out
+
+
+def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | None:
+    """The fraction of the bandwidth bound published runs of this backend reached on the family of the
+    slowest GPU the plan uses (speed.calibration), and how many GPU models it pools; None without
+    enough of them."""
+    from selector import evidence
+    from selector.bandwidth import VENDOR
+    from selector.models.speed import calibration
+
+    if not used or runtime not in ("rocm", "cuda", "vulkan", "metal", "sycl"):
+        return None
+    dev = used[0]["device"]
+    from probes.host import InputError
+
+    try:
+        results = evidence.load()
+    except InputError:  # the estimate is extra: a broken file is said by `pick`, which reads it too
+        return None
+    cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""))
+    return (cal, len(cal["gpus"])) if cal else None
 
 
 def _slowest(profile, devs: list[dict]) -> tuple[float, str] | None:

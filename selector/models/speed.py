@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from selector.bandwidth import VENDOR, row_for, table  # noqa: F401 - the table is the GPU table's
 
 
@@ -41,3 +43,71 @@ def cpu_platform_bandwidth(profile) -> tuple[float, str] | None:
         if row["match"].lower() in brand:
             return float(row["gbps"]), f"{row['note']}; not measured"
     return None
+
+
+def family_group(family: str | None) -> str | None:
+    """The family a calibration pools: gfx1100 -> gfx110X, sm_89 -> sm_8X, sm_120 -> sm_12X."""
+    if not family:
+        return None
+    if family.startswith("gfx"):
+        return family[:-1] + "X"
+    if family.startswith("sm_"):
+        return family[:-1] + "X"
+    return family
+
+
+def _dense(model: str) -> bool:
+    """A model every weight of which is read per token (not a mixture of experts, whose file size is not
+    what a token reads)."""
+    return not re.search(r"moe|\bA\d+(\.\d+)?B\b|\d+x\d+B", model, re.I)
+
+
+def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str, list[tuple[str, float]]]:
+    """What fraction of the bandwidth bound each published generation run reached, by GPU family group:
+    {group: [(GPU model, fraction), ...]}, one fraction per GPU model (the median of its runs) so a GPU
+    measured often does not outweigh the rest.  ``exclude``: a GPU model left out (leave-one-out)."""
+    from statistics import median
+
+    by_gpu: dict[tuple, list[float]] = {}
+    for r in results:
+        if r.backend != runtime or not r.test.startswith("tg") or not r.size_gib or r.match == exclude \
+                or not _dense(r.model):
+            continue
+        kind = next((k for k, v in VENDOR.items() if any(x["match"] == r.match for x in table().get(v, []))), None)
+        row = next((x for x in table().get(VENDOR.get(kind, ""), []) if x["match"] == r.match), None)
+        if row is None:
+            continue
+        bound = float(row["gbps"]) * 1e9 / (r.size_gib * (1 << 30))
+        by_gpu.setdefault((family_group(r.family) or VENDOR[kind], r.match), []).append(r.tps / bound)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for (group, match), effs in by_gpu.items():
+        out.setdefault(group, []).append((match, median(effs)))
+    return out
+
+
+def calibration(results, runtime: str, family: str | None, vendor: str, exclude: str | None = None,
+                least: int = 3) -> dict | None:
+    """The fraction of the bound real runs reach, for a backend on a family: from the published runs of
+    GPUs of its family group where at least ``least`` GPU models were measured, else of the backend on
+    every GPU of the vendor.  {"low", "mid", "high" (fractions), "gpus", "runs" (GPU models), "group"}."""
+    from statistics import median
+
+    effs = efficiencies(results, runtime, exclude)
+    group = family_group(family) or vendor
+    pool, words = effs.get(group, []), group
+    if len(pool) < least:
+        vendor_groups = [g for g in effs if g == vendor or _vendor_of_group(g) == vendor]
+        pool = [x for g in vendor_groups for x in effs[g]]
+        words = f"{VENDOR_WORDS.get(vendor, vendor)} GPUs"
+    if len(pool) < least:
+        return None
+    values = sorted(e for _m, e in pool)
+    return {"low": values[0], "mid": median(values), "high": values[-1], "gpus": [m for m, _e in pool],
+            "group": words}
+
+
+VENDOR_WORDS = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel", "apple": "Apple"}
+
+
+def _vendor_of_group(group: str) -> str:
+    return "amd" if group.startswith("gfx") else "nvidia" if group.startswith("sm_") else group

@@ -1,0 +1,134 @@
+"""Published llama-bench results: the catalog (its validation, its facts against the tables), the tool
+that turns a pasted table into entries, and what the pick says with them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from probes.host import InputError
+from selector import evidence
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import add_bench  # noqa: E402
+
+PASTED = os.path.join(ROOT, "tests", "data", "llama-bench-pasted")
+
+
+def pasted(name: str) -> str:
+    with open(os.path.join(PASTED, name), encoding="utf-8") as f:
+        return f.read()
+
+
+# ------------------------------------------------------------------------------------------------
+# the tool: a pasted table into entries
+
+
+def test_a_pasted_table_becomes_entries_held_to_the_rows_it_came_from():
+    rows, meta = add_bench.parse_table(pasted("rtx2070-vulkan-pr13324.txt"))
+    es = add_bench.entries(rows, meta, "https://github.com/ggml-org/llama.cpp/pull/13324", "comment by nalf3in",
+                           "2025-05-08")
+    got = [(e["gpu"], e["match"], e["family"], e["backend"], e["build"], e["model"], e["size"], e["ngl"], e["fa"],
+            e["test"], e["tps"], e["pair"]) for e in es]
+    assert got == [
+        ("NVIDIA GeForce RTX 2070", "RTX 2070", "sm_75", "vulkan", "b5298", "qwen3 4B Q4_K - Medium", "2.37 GiB", 99, 1,
+         "pp512", 139.97, None),
+        ("NVIDIA GeForce RTX 2070", "RTX 2070", "sm_75", "vulkan", "b5298", "qwen3 4B Q4_K - Medium", "2.37 GiB", 99, 1,
+         "tg128", 35.87, None)]
+    assert all(e["quote"] in pasted("rtx2070-vulkan-pr13324.txt") for e in es)
+    assert [r.tps for r in evidence.parse({"results": es})] == [139.97, 35.87]
+
+
+def test_rows_that_did_not_offload_or_whose_backend_is_not_llama_cpps_are_left_out_and_two_backends_pair():
+    rows, meta = add_bench.parse_table(pasted("rx6800xt-opencl-vulkan-rocm-pr2059.txt"))
+    es = add_bench.entries(rows, meta, "https://github.com/ggml-org/llama.cpp/pull/2059", "comment by 0cc4m",
+                           "2024-01-22", gpu="AMD Radeon RX 6800 XT")
+    assert [(e["backend"], e["test"], e["tps"]) for e in es] == [
+        ("vulkan", "pp512", 374.44), ("vulkan", "tg128", 34.13), ("rocm", "pp512", 684.11)]  # no OpenCL, no ngl 0
+    assert {e["match"] for e in es} == {"RX 6800 XT"} and {e["family"] for e in es} == {"gfx1030"}
+    assert len({e["pair"] for e in es}) == 1 and es[0]["pair"]
+    # the comparison is the test both ran: ROCm's prompt processing, faster first; generation was not compared
+    rows = evidence.comparison(evidence.parse({"results": es}), {"vulkan", "rocm"})
+    assert [(r.backend, r.test, r.tps) for r in rows] == [("rocm", "pp512", 684.11), ("vulkan", "pp512", 374.44)]
+    assert evidence.comparison(evidence.parse({"results": es}), {"vulkan", "rocm"}, "tg") == []
+
+
+def test_entries_round_trip_through_the_table_they_render():
+    rows, meta = add_bench.parse_table(pasted("rtx2070-vulkan-pr13324.txt"))
+    url, where = "https://github.com/ggml-org/llama.cpp/pull/13324", "comment by nalf3in"
+    es = add_bench.entries(rows, meta, url, where, "2025-05-08")
+    again = add_bench.entries(*add_bench.parse_table(add_bench.render(es)), url, where, "2025-05-08")
+    strip = lambda xs: [{k: v for k, v in x.items() if k != "quote"} for x in xs]  # noqa: E731
+    assert strip(again) == strip(es)
+
+
+def test_the_tool_adds_new_entries_once_and_what_it_writes_loads(tmp_path):
+    cat = tmp_path / "published.json"
+    cat.write_text(json.dumps({"about": "t", "results": []}))
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "add_bench.py"), "--url",
+           "https://github.com/ggml-org/llama.cpp/pull/13324", "--where", "comment by nalf3in", "--date", "2025-05-08",
+           "--write", "--catalog", str(cat)]
+    for added in (2, 0):
+        r = subprocess.run(cmd, input=pasted("rtx2070-vulkan-pr13324.txt"), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert f"added {added} of 2 entries" in r.stdout
+    assert len(evidence.load(str(cat))) == 2
+    r = subprocess.run(cmd, input="no table here\n", capture_output=True, text=True)
+    assert r.returncode == 5 and "no llama-bench row" in r.stderr
+    r = subprocess.run([*cmd[:2], "--url", "http://x", "--where", "w", "--date", "2025-05-08"], input="",
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# the catalog
+
+
+def _entry(**change):
+    rows, meta = add_bench.parse_table(pasted("rtx2070-vulkan-pr13324.txt"))
+    e = add_bench.entries(rows, meta, "https://github.com/ggml-org/llama.cpp/pull/13324", "comment", "2025-05-08")[0]
+    e.update(change)
+    return e
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"backend": "opencl"}, "results[0].backend: 'opencl' is not one of"),
+    ({"test": "pp512+tg128"}, "results[0].test"),
+    ({"date": "May 2025"}, "results[0].date"),
+    ({"url": "http://example.com"}, "results[0].url"),
+    ({"tps": -3}, "results[0].tps"),
+    ({"tps": True}, "results[0].tps"),
+    ({"size": "lots"}, "results[0].size"),
+    ({"fa": 2}, "results[0].fa"),
+    ({"ngl": "99"}, "results[0].ngl"),
+    ({"gpu": ""}, "results[0].gpu"),
+])
+def test_a_malformed_entry_is_named_with_its_field(change, says):
+    with pytest.raises(InputError, match=re.escape(says)):
+        evidence.parse({"results": [_entry(**change)]}, "published.json")
+
+
+def test_the_catalog_loads_and_every_entry_is_what_its_tables_and_its_row_say():
+    from probes.tables import nvidia_cc_from_name
+    from selector.bandwidth import VENDOR, table
+    from selector.described import _amd_gfx
+
+    results = evidence.load()
+    raw = json.load(open(evidence.PATH, encoding="utf-8"))["results"]
+    for r, e in zip(results, raw):
+        kind = next(k for k, v in VENDOR.items() if any(x["match"] == r.match for x in table().get(v, [])))
+        row = next(x for x in table()[VENDOR[kind]] if x["match"] == r.match)
+        family = _amd_gfx(row, r.match) if kind == "amd_gpu" else \
+            "sm_%d%d" % nvidia_cc_from_name(r.match) if kind == "nvidia_gpu" else None
+        assert r.family == family, (r.match, r.family, family)
+        assert f"{r.tps:.2f}".rstrip("0").rstrip(".") in e["quote"] or str(e["tps"]) in e["quote"], e["quote"]
+    for pair in {r.pair for r in results if r.pair}:
+        rows = [r for r in results if r.pair == pair]
+        assert len({(r.url, r.where, r.match) for r in rows}) == 1, pair  # one post, one machine
+        assert len({r.backend for r in rows}) > 1, pair
