@@ -46,12 +46,15 @@ class Result(Record):
     where: str
     pair: str | None
     quote: str
+    note: str | None = None  # what the source says that qualifies the row (a retyped table, a different build)
 
     @property
     def source(self) -> str:
         """The page as people cite it: owner/repo#N for GitHub, else the URL."""
-        m = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull|discussions)/(\d+)", self.url)
-        return f"{m[1]}#{m[2]}" if m else self.url
+        m = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:(issues|pull|discussions)/(\d+)|blob/)", self.url)
+        if not m:
+            return self.url
+        return f"{m[1]}#{m[3]}" if m[3] else m[1]  # a repository's committed file: the repository
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "test": self.test, "tokens_per_s": self.tps, "gpu": self.gpu,
@@ -63,7 +66,9 @@ def _size(text, path, where) -> float | None:
     """'3.56 GiB' -> 3.56; '6.74 B' -> 6.74 (llama-bench's size and params columns)."""
     if text is None:
         return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(GiB|MiB|B|M)\s*", str(text))
+    # llama-bench prints GiB and MiB for sizes, B and M for parameters; a table retyped by hand may drop
+    # the unit or shorten it (19.70G): its column says which it is
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(GiB|MiB|G|B|M|)\s*", str(text))
     if not m:
         raise InputError(path, f"{where}: {text!r} is not a size llama-bench prints ('3.56 GiB', '6.74 B')")
     value = float(m[1])
@@ -113,7 +118,7 @@ def parse(data, path: str = PATH) -> list[Result]:
             runtime=text("runtime", True), build=text("build", True), date=date, model=text("model"),
             size_gib=_size(r.get("size"), path, f"{at}.size"), params_b=_size(r.get("params"), path, f"{at}.params"),
             ngl=whole("ngl"), fa=fa, test=test, tps=float(tps), url=url, where=text("where"),
-            pair=text("pair", True), quote=text("quote")))
+            pair=text("pair", True), quote=text("quote"), note=text("note", True)))
     return out
 
 

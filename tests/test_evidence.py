@@ -130,5 +130,60 @@ def test_the_catalog_loads_and_every_entry_is_what_its_tables_and_its_row_say():
         assert f"{r.tps:.2f}".rstrip("0").rstrip(".") in e["quote"] or str(e["tps"]) in e["quote"], e["quote"]
     for pair in {r.pair for r in results if r.pair}:
         rows = [r for r in results if r.pair == pair]
-        assert len({(r.url, r.where, r.match) for r in rows}) == 1, pair  # one post, one machine
+        # one post (or one repository's committed logs), one machine
+        assert len({(r.url.split("/blob/")[0], r.match) for r in rows}) == 1, pair
         assert len({r.backend for r in rows}) > 1, pair
+
+
+# ------------------------------------------------------------------------------------------------
+# in the pick
+
+
+def _pick(fixture, *args):
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine(fixture), "llamacpp", "--json", *args)
+    assert r.rc == 0, r.err
+    return r.json()["recipes"]["llamacpp"]
+
+
+def test_the_pick_shows_what_was_published_for_the_backends_that_run_on_its_gpu():
+    """Strix Halo: Vulkan and ROCm both run on the Radeon 8060S.  kyuz0's logs of llama 7B Q4_0 on one
+    8060S, build 9187 (kyuz0/amd-strix-halo-toolboxes, 2026-05-18): RADV tg128 55.73, pp512 1337.70;
+    ROCm 7.2.3 tg128 50.59, pp512 1545.36.  The pick is still Lemonade's order (Vulkan first)."""
+    rec = _pick("linux-ubuntu24.04-strix-halo")
+    assert rec["backend"] == "vulkan"
+    got = [(e["backend"], e["test"], e["tokens_per_s"], e["match"], e["build"], e["date"]) for e in rec["evidence"]]
+    assert got == [("vulkan", "tg128", 55.73, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("rocm", "tg128", 50.59, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("rocm", "pp512", 1545.36, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("vulkan", "pp512", 1337.7, "Radeon 8060S", "b9187", "2026-05-18")]
+    assert all(e["source"].startswith("https://github.com/kyuz0/amd-strix-halo-toolboxes/") for e in rec["evidence"])
+
+
+def test_the_pick_says_nothing_it_has_not_read():
+    # no published comparison of these backends on these GPUs was kept: nothing is said
+    assert _pick("linux-ubuntu24.04-7950x-rx7900xtx")["evidence"] == []
+    assert _pick("linux-ubuntu24.04-rtx4090")["evidence"] == []
+    # one backend on the device: nothing to compare
+    assert _pick("linux-debian12-x86_64-cpu-only")["evidence"] == []
+
+
+def test_llama_bench_results_do_not_speak_for_another_engine():
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-ubuntu24.04-strix-halo"), "whispercpp", "--json")
+    assert r.rc == 0 and r.json()["recipes"]["whispercpp"]["evidence"] == []
+
+
+@pytest.mark.parametrize("metric,backend,words", [
+    ("tg", "vulkan", "vulkan tg128 56 vs rocm 51"), ("pp", "rocm", "rocm pp512 1545 vs vulkan 1338")])
+def test_policy_measured_without_a_measurement_here_takes_the_published_comparison(metric, backend, words):
+    rec = _pick("linux-ubuntu24.04-strix-halo", "--policy", "measured", "--metric", metric)
+    assert rec["backend"] == backend
+    assert words in rec["reason"] and "no fresh" in rec["reason"] and "kyuz0/amd-strix-halo-toolboxes" in rec["reason"]
+    # where nothing was published, it says so and falls back to accelerator-first
+    rec = _pick("linux-ubuntu24.04-rtx4090", "--policy", "measured")
+    assert rec["backend"] == "cuda"
+    assert "no published tg comparison of cuda and vulkan on this GPU or its family" in rec["reason"]
+    assert "accelerator-first instead" in rec["reason"]

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Build selector/catalogs/llama-bench-published.json from the rows read from public pages
+(catalogs-src/llama-bench/read-*.json: each row as the page printed it, with its URL and place), by the
+rules of docs/catalogs.md: a row is kept where it is llama.cpp's own llama-bench output (or its
+author's table of it) from an upstream build, with every layer offloaded, dated, on a GPU of the GPU
+table; DROP says why each source that is not kept is not.
+
+    python catalogs-src/llama-bench/build.py            # the change; exit 1 when the catalog differs
+    python catalogs-src/llama-bench/build.py --write    # ... and write it
+"""
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import add_bench  # noqa: E402
+
+DROP = [  # (url substring, reason)
+    ("PrismML-Eng/", "a fork of llama.cpp (PrismML), 1-bit quantizations"),
+    ("ikawrakow/ik_llama.cpp", "a fork of llama.cpp (ik_llama.cpp); mainline figures quoted second-hand"),
+    ("TheTom/turboquant_plus", "a fork of llama.cpp"),
+    ("intel/ipex-llm", "Intel's IPEX-LLM build, not llama.cpp's"),
+    ("maeddesg/ROCmForge", "a table of another engine's project; which build each figure is from is unclear"),
+    ("brand-o/normiebench", "a scoreboard's JSON, not llama-bench's output"),
+    ("geerlingguy/beowulf-ai-cluster/issues/17", "the chip is not named"),
+    ("ggml-org/llama.cpp/pull/16634", "a benchmark app's output, not llama-bench's"),
+    ("ggml-org/llama.cpp/pull/10171", "the backend is not named (Accelerate)"),
+    ("victoralcazardev/rx7900xtx-local-llm", "the author reports the card's memory clock stuck at 772 MHz under Vulkan"),
+    ("ggml-org/llama.cpp/issues/26663", "a summary table whose columns cannot be told apart"),
+    ("ggml-org/llama.cpp/pull/13506", "a pull request's own branch"),
+    ("ggml-org/llama.cpp/pull/21024", "a compare table without a backend column"),
+    ("ggml-org/llama.cpp/pull/22078", "a pull request's own build"),
+    ("geerlingguy/ai-benchmarks/issues/23", "a Raspberry Pi host (PCIe x1)"),
+    ("geerlingguy/ai-benchmarks/issues/25", "a Raspberry Pi host (PCIe x1)"),
+    ("geerlingguy/raspberry-pi-pcie-devices/issues/766", "a Raspberry Pi host (PCIe x1)"),
+    ("geerlingguy/ai-benchmarks/issues/40", "a Raspberry Pi host (PCIe x1)"),
+    ("geerlingguy/ai-benchmarks/issues/29", "a Raspberry Pi host (PCIe x1)"),
+    ("geerlingguy/ai-benchmarks/issues/27", "a Raspberry Pi host (PCIe x1)"),
+]
+GPU = {  # the GPU as a source names it -> as the GPU table does, where the words alone do not say it
+    "AMD Radeon Graphics, gfx1151": "Radeon 8060S",  # lhl's Ryzen AI MAX+ 395 (llama.cpp#13565)
+    "Strix Halo gfx1151 iGPU (Ryzen AI MAX 395; same machine)": "Radeon 8060S",
+}
+READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json")
+
+
+def build() -> tuple[list[dict], list[tuple]]:
+    out, dropped = [], []
+    for f in READ:
+        with open(os.path.join(HERE, f), encoding="utf-8") as fh:
+            rows = json.load(fh)
+        for r in rows:
+            why = next((w for u, w in DROP if u in r["url"]), None)
+            if why is None and not r.get("date"):
+                why = "no date"
+            if why is None and "Raspberry Pi" in (r.get("note") or ""):
+                why = "a Raspberry Pi host (PCIe x1)"
+            if why is None and "DOUBTFUL" in (r.get("note") or ""):
+                why = r["note"]
+            if why:
+                dropped.append((r["gpu"], r["url"], why))
+                continue
+            name = GPU.get(r["gpu"], r["gpu"])
+            name = re.sub(r"\(issue title.*|\(per .*|\(ggml_vulkan.*|, compute capab.*", "", name).strip()
+            try:
+                match, family = add_bench.gpu_facts(name)
+            except ValueError as e:
+                dropped.append((r["gpu"], r["url"], f"not in the GPU table ({e})"))
+                continue
+            e = {"gpu": r["gpu"], "match": match, "family": family, "backend": r["backend"],
+                 "runtime": r.get("runtime"), "build": r.get("build"), "date": r["date"], "model": r["model"],
+                 "size": r.get("size"), "params": r.get("params"), "ngl": r.get("ngl"), "fa": r.get("fa"),
+                 "test": r["test"].replace(" ", ""), "tps": r["tps"], "url": r["url"], "where": r["where"],
+                 "pair": r.get("pair"), "quote": r["quote"]}
+            if "Asahi" in (r.get("note") or "") + r["gpu"] and e["pair"]:
+                e["pair"] = None  # Linux on the same Mac: not macOS's Metal beside it
+            if r.get("note"):
+                e["note"] = r["note"]
+            out.append(e)
+    out.sort(key=lambda e: (e["match"], e["date"], e["url"], e["backend"], e["test"]))
+    return out, dropped
+
+
+def main(argv) -> int:
+    from selector.evidence import PATH, parse
+
+    results, dropped = build()
+    with open(PATH, encoding="utf-8") as f:
+        catalog = json.load(f)
+    new = {**catalog, "results": results}
+    parse(new, PATH)
+    if "--write" in argv:
+        with open(PATH, "w", encoding="utf-8") as f:
+            json.dump(new, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        print(f"wrote {len(results)} results of {len({e['match'] for e in results})} GPUs; "
+              f"{len(dropped)} rows read were not kept")
+        return 0
+    same = catalog.get("results") == results
+    print("no change" if same else f"{len(results)} results differ from the catalog's {len(catalog.get('results', []))}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
