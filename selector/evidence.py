@@ -59,7 +59,7 @@ class Result(Record):
     def to_dict(self) -> dict:
         return {"backend": self.backend, "test": self.test, "tokens_per_s": self.tps, "gpu": self.gpu,
                 "match": self.match, "family": self.family, "runtime": self.runtime, "build": self.build,
-                "date": self.date, "model": self.model, "source": self.url, "where": self.where}
+                "date": self.date, "model": self.model, "source": self.url, "where": self.where, "note": self.note}
 
 
 def _size(text, path, where) -> float | None:

@@ -176,6 +176,7 @@ def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None, as_jso
     --allow-missing), else 0."""
     from selector import engine
     from selector.render import pick_json
+    from selector.settings import for_recipe
 
     cat = o.catalog()
     names = o.recipe_names(recipes, all_ or not recipes)
@@ -189,7 +190,7 @@ def pick_batch(o, recipes, all_, backend, allow_missing=False, text=None, as_jso
             worst = 5
             continue
         m = engine.Machine(prof)
-        ds = [engine.decide(prof, cat, n, {}, s, pins, machine=m) for n in names]
+        ds = [engine.decide(prof, cat, n, {}, for_recipe(s, cat, n), pins, machine=m) for n in names]
         if prof.amd_gpus:  # the guide's warnings, as the single-profile pick adds them
             from selector.guide import add_advice
 

@@ -77,3 +77,17 @@ def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=Non
             s.backends[r] = backend
             s.backend_sources[r] = "--backend"
     return s, warnings
+
+
+def for_recipe(s: Settings, catalog, recipe: str) -> Settings:
+    """``s`` as one recipe is decided under: published llama-bench results (selector/evidence.py) speak
+    for a catalog's llama.cpp recipes alone (``llama_cpp_recipes``); the file is read only where two
+    builds run on the chosen device."""
+    llama = recipe in catalog.extra.get("llama_cpp_recipes", ())
+    if llama and s.published is None:
+        from selector import evidence
+
+        s.published = evidence.load
+    if llama or s.published is None:
+        return s
+    return Settings(**{f: getattr(s, f) for f in s._fields if f != "published"})

@@ -149,9 +149,14 @@ def test_two_backends_measured_and_the_faster_one_wins(cli, tmp_path, model):
 
 
 def test_without_results_measured_falls_back_and_says_so(cli, tmp_path):
+    # nothing measured here: generation was published for this card (ggml-org/llama.cpp#20934), prompt
+    # processing was not for both builds, so that falls back to accelerator-first
     d = pick(cli, tmp_path, "--policy", "measured")
     assert d["backend"] == "vulkan"
-    assert d["reason"].startswith("no fresh tg measurement of llamacpp") and "accelerator-first instead" in d["reason"]
+    assert d["reason"].startswith("no fresh tg measurement of llamacpp") and "published on RX 7900 XTX" in d["reason"]
+    d = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")
+    assert d["reason"].startswith("no fresh pp measurement of llamacpp") and "accelerator-first instead" in d["reason"]
+    assert "no published pp comparison of vulkan and rocm" in d["reason"]
 
 
 def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
@@ -339,6 +344,8 @@ def test_only_noisy_results_pick_nothing_and_say_so(cli, tmp_path, model):
     assert bench(cli, tmp_path, model, "--backends", "vulkan").rc == 0
     p = pick(cli, tmp_path, "--policy", "measured")
     assert p["reason"].startswith("the fresh tg measurements of llamacpp on this machine are noisy")
+    assert "published on RX 7900 XTX" in p["reason"]  # then what was published for this card
+    p = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")  # nothing published for both: the order
     assert "accelerator-first instead" in p["reason"]
 
 

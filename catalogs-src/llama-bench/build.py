@@ -42,10 +42,12 @@ DROP = [  # (url substring, reason)
     ("geerlingguy/ai-benchmarks/issues/27", "a Raspberry Pi host (PCIe x1)"),
 ]
 GPU = {  # the GPU as a source names it -> as the GPU table does, where the words alone do not say it
+    "AMD Radeon RX 7900 XTX (24GB, gfx1100)": "AMD Radeon RX 7900 XTX",
     "AMD Radeon Graphics, gfx1151": "Radeon 8060S",  # lhl's Ryzen AI MAX+ 395 (llama.cpp#13565)
     "Strix Halo gfx1151 iGPU (Ryzen AI MAX 395; same machine)": "Radeon 8060S",
 }
-READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json")
+READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
+        "read-earlier.json")
 
 
 def build() -> tuple[list[dict], list[tuple]]:

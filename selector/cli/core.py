@@ -286,13 +286,6 @@ class Opts:
         return load_pins(self.catalog().name)
 
 
-def _unpublished(s):
-    """The settings without published results: a recipe that is not llama.cpp's gets none."""
-    if s.published is None:
-        return s
-    return type(s)(**{f: getattr(s, f) for f in s._fields if f != "published"})
-
-
 def decide_all(o: Opts, names, backend=None):
     from selector import engine
 
@@ -324,14 +317,8 @@ def decide_all(o: Opts, names, backend=None):
         warnings += [f"{p}: not a readable bench record; ignored (pick-backend bench writes it again)" for p in bad]
     elif o.metric:
         raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
-    m = engine.Machine(profile)
-    llama = set(cat.extra.get("llama_cpp_recipes", ()))
-    decisions = []
-    for n in names:
-        if n in llama and s.published is None:  # llama-bench results speak for llama.cpp's builds alone
-            from selector import evidence
+    from selector.settings import for_recipe
 
-            s.published = evidence.load  # read only where two builds run on the chosen device
-        decisions.append(engine.decide(profile, cat, n, installed, s if n in llama else _unpublished(s),
-                                       pins, machine=m))
+    m = engine.Machine(profile)
+    decisions = [engine.decide(profile, cat, n, installed, for_recipe(s, cat, n), pins, machine=m) for n in names]
     return profile, cat, s, decisions, warnings

@@ -61,7 +61,8 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                     ours = ("the measurement prefers" if why.startswith("measured:") else "accelerator-first prefers")
                     notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
                                  f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
-        if chosen is not None:
+        if chosen is not None and not why.startswith("measured:") and "published on" not in why:
+            # the catalog's order chose: say how to choose another (a speed that chose says why itself)
             why += losers(vs, chosen, catalog, recipe_name)
     if chosen is None:
         no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"

@@ -236,8 +236,8 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
             out["estimate"] = {"tokens_per_s": round(bound * cal["mid"], 1), "low": round(bound * cal["low"], 1),
                                "high": round(bound * cal["high"], 1), "fraction": round(cal["mid"], 3),
                                "gpus": cal["gpus"], "group": cal["group"],
-                               "basis": f"from {n} published {res.get('runtime')} runs on {cal['group']} "
-                                        f"(llama-bench tg128; selector/catalogs/llama-bench-published.json)"}
+                               "basis": f"what published {res.get('runtime')} generation runs on {n} GPU models "
+                                        f"({cal['group']}) reached of their own bound; llama-bench-published.json"}
     return out
 
 

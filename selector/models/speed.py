@@ -56,10 +56,13 @@ def family_group(family: str | None) -> str | None:
     return family
 
 
+MIN_CALIBRATION_GIB = 2  # a smaller model's tokens are bound by per-token overhead more than by bandwidth
+
+
 def _dense(model: str) -> bool:
     """A model every weight of which is read per token (not a mixture of experts, whose file size is not
-    what a token reads)."""
-    return not re.search(r"moe|\bA\d+(\.\d+)?B\b|\d+x\d+B", model, re.I)
+    what a token reads: qwen3moe, gpt-oss, Qwen3-Next, DeepSeek, a 30B.A3B)."""
+    return not re.search(r"moe|gpt-oss|qwen3next|deepseek|\bA\d+(\.\d+)?B\b|\d+x\d+B", model, re.I)
 
 
 def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str, list[tuple[str, float]]]:
@@ -71,7 +74,7 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
     by_gpu: dict[tuple, list[float]] = {}
     for r in results:
         if r.backend != runtime or not r.test.startswith("tg") or not r.size_gib or r.match == exclude \
-                or not _dense(r.model):
+                or r.size_gib < MIN_CALIBRATION_GIB or not _dense(r.model):
             continue
         kind = next((k for k, v in VENDOR.items() if any(x["match"] == r.match for x in table().get(v, []))), None)
         row = next((x for x in table().get(VENDOR.get(kind, ""), []) if x["match"] == r.match), None)

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""The speed estimate against the published runs, each GPU model left out of its own estimate.
+
+For every GPU model with published generation runs (dense models, llama-bench tg, size known) the
+fraction of the bandwidth bound it reached (the median of its runs) is set beside the fraction the
+estimate would use for it without its own runs (speed.calibration with ``exclude``): the error is
+how far the estimate's tokens/s would be from what was measured.  Prints the markdown table
+docs/models.md carries; tests/test_evidence.py checks the doc against it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from statistics import median
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from selector import evidence  # noqa: E402
+from selector.bandwidth import VENDOR, table  # noqa: E402
+from selector.models import speed  # noqa: E402
+
+
+def rows():
+    results = evidence.load()
+    out = []
+    for runtime in ("cuda", "rocm", "vulkan", "metal", "sycl"):
+        effs = speed.efficiencies(results, runtime)
+        for group, pool in sorted(effs.items()):
+            for match, actual in sorted(pool):
+                vendor = next(v for v in VENDOR.values() if any(x["match"] == match for x in table().get(v, [])))
+                family = next((r.family for r in results if r.match == match), None)
+                n = sum(1 for r in results if r.match == match and r.backend == runtime and r.test.startswith("tg")
+                        and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB and speed._dense(r.model))
+                cal = speed.calibration(results, runtime, family, vendor, exclude=match)
+                out.append({"gpu": match, "backend": runtime, "runs": n, "actual": actual,
+                            "predicted": cal["mid"] if cal else None, "pool": cal["group"] if cal else None,
+                            "error": cal["mid"] / actual - 1 if cal else None})
+    return out
+
+
+def markdown() -> str:
+    rs = rows()
+    lines = ["| GPU | backend | runs | reached of the bound | estimate without its own runs | from | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rs:
+        pred = f"{r['predicted']:.0%}" if r["predicted"] is not None else "-"
+        err = f"{r['error']:+.0%}" if r["error"] is not None else "too few other GPUs"
+        lines.append(f"| {r['gpu']} | {r['backend']} | {r['runs']} | {r['actual']:.0%} | {pred} | {r['pool'] or '-'} | {err} |")
+    errs = [abs(r["error"]) for r in rs if r["error"] is not None]
+    if errs:
+        within = sum(1 for e in errs if e <= 0.25)
+        lines.append("")
+        lines.append(f"{len(errs)} GPU models estimated: median error {median(errs):.0%}, {within} of {len(errs)} "
+                     f"within 25%, the largest {max(errs):.0%}.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
