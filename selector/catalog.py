@@ -35,6 +35,11 @@ class Row(FrozenRecord):
     extra: dict = field(default_factory=dict, compare=False, hash=False)  # catalog-specific fields
 
     @cached_property
+    def entries(self) -> list:
+        """``devices`` with the accelerator entries before the CPU's, the order a row is tried in."""
+        return sorted(self.devices, key=lambda e: e[0] == "cpu")
+
+    @cached_property
     def shown(self) -> dict:
         """The row's display fields (install command, env) as verdicts show them."""
         return {k: self.extra[k] for k in DISPLAY_FIELDS if k in self.extra}
@@ -123,7 +128,14 @@ class Catalog(Record):
         return index
 
     def exclusions_for(self, backend: str, device_type: str) -> list[Exclusion]:
-        return [e for e in self.exclusions if e.backend == backend and e.device_type == device_type]
+        return self._exclusion_index.get((backend, device_type), [])
+
+    @cached_property
+    def _exclusion_index(self) -> dict:
+        index: dict = {}
+        for e in self.exclusions:
+            index.setdefault((e.backend, e.device_type), []).append(e)
+        return index
 
 
 def resolve_path(name_or_path: str) -> str:

@@ -23,14 +23,14 @@ def _first_with_installed_wins(cands: list[Verdict]) -> tuple[Verdict | None, st
     return first, "first supported backend in preference order"
 
 
-def system_preferred(recipe: Recipe, settings: Settings) -> bool:
+def system_preferred(recipe: Recipe, settings: Settings, policy: str | None = None) -> bool:
     """--prefer-system / config first; else, under --policy lemonade, Lemonade's own default for the
     recipe (catalog ``prefer_system_default``: true for llamacpp in its defaults.json)."""
     if recipe.name in settings.prefer_system_by_recipe:
         return settings.prefer_system_by_recipe[recipe.name]
     if settings.prefer_system:
         return True
-    return settings.policy == "lemonade" and bool(recipe.extra.get("prefer_system_default", False))
+    return (policy or settings.policy) == "lemonade" and bool(recipe.extra.get("prefer_system_default", False))
 
 
 def device_key(dev: Device | None) -> str:
@@ -77,17 +77,18 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
                     f"{win['at'][:10]})")
 
 
-def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
-    prefer_system = system_preferred(recipe, settings)
+def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | None = None) -> tuple[Verdict | None, str]:
+    """The pick among the verdicts under ``policy`` (default: the settings')."""
+    policy = policy or settings.policy
+    prefer_system = system_preferred(recipe, settings, policy)
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
-    if settings.policy == "lemonade":
+    if policy == "lemonade":
         return _first_with_installed_wins(cands)
-    if settings.policy == "measured":  # a measured system build competes on its speed like the others
+    if policy == "measured":  # a measured system build competes on its speed like the others
         v, why = _fastest([v for v in vs if v.supported], recipe, settings)
         if v is not None:
             return v, why
-        fallback, fwhy = choose(vs, recipe, Settings(channel=settings.channel, prefer_system=settings.prefer_system,
-                                                     prefer_system_by_recipe=settings.prefer_system_by_recipe))
+        fallback, fwhy = choose(vs, recipe, settings, "accelerator-first")
         if fallback is not None and settings.published is not None:
             # no measurement here: what others measured on this GPU (or its family), if they compared the
             # backends that run on it
@@ -112,7 +113,7 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdi
 
 def losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str) -> str:
     """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
-    after = vs[vs.index(chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
+    after = vs[next(i for i, v in enumerate(vs) if v is chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
     lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
             and v.device.type in ACCELERATORS and v.name != "system"]
     if not lost:

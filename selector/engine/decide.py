@@ -13,9 +13,12 @@ from selector.engine.state import recipe_channel
 from selector.kinds import TYPE_WORDS
 
 
+_DEFAULT = Settings()  # the engine only reads its settings
+
+
 def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None = None,
            settings: Settings | None = None, pins: dict | None = None, machine: Machine | None = None) -> Decision:
-    settings = settings or Settings()
+    settings = settings or _DEFAULT
     installed = installed or {}
     pins = pins or {}
     m = machine or Machine(profile)
@@ -40,11 +43,9 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
         chosen, why = choose(vs, recipe, settings)
         is_pinned = False
         if settings.policy != "lemonade":  # pragma: no mutate (under lemonade the same choice: no note)
-            lem_settings = Settings(settings.channel, settings.prefer_system, "lemonade",
-                                    prefer_system_by_recipe=settings.prefer_system_by_recipe)
             # the verdicts are the same under every policy (an exclusion is a hardware fact): only the
             # choice among them is Lemonade's
-            other, _ = choose(vs, recipe, lem_settings)
+            other, _ = choose(vs, recipe, settings, "lemonade")
             if chosen is not None and other is not None and other.name != chosen.name:
                 if other.name == "system" and not system_preferred(recipe, settings):
                     # --prefer-system only allows the system build: accelerator-first still puts a GPU

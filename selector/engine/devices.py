@@ -304,6 +304,7 @@ class Machine:
                     self.none[kind] = why
         self._runs: dict = {}
         self._devices: dict = {}
+        self._present: list[str] | None = None
 
     def first(self, kind: str):
         """The Profile record of the best visible device of a kind (host-wide facts, such as the NVIDIA
@@ -346,5 +347,7 @@ class Machine:
 
     def present_types(self) -> list[str]:
         """Accelerator kinds this machine has a visible device of: GPUs first."""
-        order = [*GPU_TYPES, *(k for k in ACCELERATORS if k not in GPU_TYPES)]
-        return [k for k in order if self.visible.get(k)]
+        if self._present is None:
+            order = [*GPU_TYPES, *(k for k in ACCELERATORS if k not in GPU_TYPES)]
+            self._present = [k for k in order if self.visible.get(k)]
+        return self._present

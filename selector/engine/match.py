@@ -156,13 +156,14 @@ def evaluate_row(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, channel
 
 def _evaluate_entries(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, channel: str) -> RowResult:
     access = row_access(catalog, row)
-    entries = sorted(row.devices, key=lambda e: e[0] == "cpu")  # accelerators before the CPU
+    entries = row.entries  # accelerators before the CPU
     unlisted: list[str] = []
     if access == "graphics":  # a Vulkan build runs on any GPU with a Vulkan driver, listed or not
         listed = {t for t, _ in row.devices}
         unlisted = [t for t in GPU_TYPES if t not in listed and m.every.get(t)]
-        cut = next((i for i, e in enumerate(entries) if e[0] == "cpu"), len(entries))
-        entries[cut:cut] = [(t, []) for t in unlisted]
+        if unlisted:
+            cut = next((i for i, e in enumerate(entries) if e[0] == "cpu"), len(entries))
+            entries = [*entries[:cut], *((t, []) for t in unlisted), *entries[cut:]]
     why_not: list[str] = []
     passed_all: list = []
     acc_found: list = []  # satisfying devices of every accelerator kind of the row

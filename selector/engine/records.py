@@ -133,6 +133,19 @@ class Decision(Record):
     evidence: list = field(default_factory=list)
     evidence_words: str = ""
 
+    def __init__(self, recipe, backend, device, state, reason, run_args, backends, pinned=False, warnings=None,
+                 notes=None, channel="stable", run_env=None, run_devices=None, evidence=None,
+                 evidence_words=""):  # hot path: one per recipe decided, spelled out
+        self.recipe, self.backend, self.device, self.state = recipe, backend, device, state
+        self.reason, self.run_args, self.backends, self.pinned = reason, run_args, backends, pinned
+        self.warnings = [] if warnings is None else warnings
+        self.notes = [] if notes is None else notes
+        self.channel = channel
+        self.run_env = {} if run_env is None else run_env
+        self.run_devices = [] if run_devices is None else run_devices
+        self.evidence = [] if evidence is None else evidence
+        self.evidence_words = evidence_words
+
     @property
     def ok(self) -> bool:
         """A backend that runs here was chosen (exit 0); else exit 3."""
