@@ -74,6 +74,7 @@ TESTS = {
     "selector/verify.py": ["tests/test_verify.py", "tests/test_bench.py", "tests/test_verify_install.py",
                            "tests/test_first_hour.py"],
     "probes/memory.py": ["tests/test_models.py", "tests/test_fixtures.py"],
+    "selector/evidence.py": ["tests/test_evidence.py", "tests/test_bench.py"],
 }
 
 
