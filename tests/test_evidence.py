@@ -104,6 +104,7 @@ def _entry(**change):
     ({"url": "http://example.com"}, "results[0].url"),
     ({"tps": -3}, "results[0].tps"),
     ({"tps": True}, "results[0].tps"),
+    ({"tps": 1e6}, "results[0].tps"),  # a million tokens a second is a typo, not a GPU
     ({"size": "lots"}, "results[0].size"),
     ({"fa": 2}, "results[0].fa"),
     ({"ngl": "99"}, "results[0].ngl"),
@@ -214,3 +215,26 @@ def test_the_leave_one_out_table_in_the_docs_is_the_catalogs():
 
     text = open(os.path.join(ROOT, "docs", "models.md"), encoding="utf-8").read()
     assert evidence_table.markdown() in text
+
+
+def test_sizes_and_parameters_are_read_in_llama_benchs_units():
+    e = _entry(size="636.18 MiB", params="500 M")
+    (r,) = evidence.parse({"results": [e]})
+    assert r.size_gib == pytest.approx(636.18 / 1024) and r.params_b == pytest.approx(0.5)
+    (r,) = evidence.parse({"results": [_entry(size="19.70G", params="34.66B")]})  # a table retyped by hand
+    assert (r.size_gib, r.params_b) == (19.70, 34.66)
+
+
+def test_a_gpu_model_nobody_published_is_spoken_for_by_its_family():
+    # a Radeon 880M (gfx1150): nothing published for it, but noamsto's 890M (gfx1150) ran both builds
+    where, rows = evidence.nearest(evidence.load(), "amd_gpu", "AMD Radeon 880M", "gfx1150", {"vulkan", "rocm"})
+    assert where == "gfx1150 (Radeon 890M)" and {r.match for r in rows} == {"Radeon 890M"}
+    assert evidence.nearest(evidence.load(), "amd_gpu", "AMD Radeon 880M", None, {"vulkan", "rocm"}) == ("", [])
+
+
+def test_a_post_that_compared_another_test_does_not_hide_a_later_one_that_compared_this():
+    results = evidence.load()
+    xt = [r for r in results if r.match == "RX 6800 XT"]  # Vulkan and ROCm compared on prompts only
+    halo = [r for r in results if r.pair == "kyuz0-8060S-llama7bQ40-b9187"]
+    rows = evidence.comparison(xt + halo, {"vulkan", "rocm"}, "tg")
+    assert {r.pair for r in rows} == {"kyuz0-8060S-llama7bQ40-b9187"} and {r.test for r in rows} == {"tg128"}
