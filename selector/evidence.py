@@ -47,6 +47,7 @@ class Result(Record):
     pair: str | None
     quote: str
     note: str | None = None  # what the source says that qualifies the row (a retyped table, a different build)
+    os: str = "linux"  # the machine's OS: a Windows or macOS run is said so by the source (drivers differ)
 
     @property
     def source(self) -> str:
@@ -59,7 +60,13 @@ class Result(Record):
     def to_dict(self) -> dict:
         return {"backend": self.backend, "test": self.test, "tokens_per_s": self.tps, "gpu": self.gpu,
                 "match": self.match, "family": self.family, "runtime": self.runtime, "build": self.build,
-                "date": self.date, "model": self.model, "source": self.url, "where": self.where, "note": self.note}
+                "date": self.date, "model": self.model, "source": self.url, "where": self.where, "note": self.note,
+                "os": self.os}
+
+
+def _real_date(text: str) -> bool:
+    y, m, d = (int(x) for x in text.split("-"))
+    return 1 <= m <= 12 and 1 <= d <= (31 if m in (1, 3, 5, 7, 8, 10, 12) else 30 if m != 2 else 29)
 
 
 def _size(text, path, where) -> float | None:
@@ -73,6 +80,17 @@ def _size(text, path, where) -> float | None:
         raise InputError(path, f"{where}: {text!r} is not a size llama-bench prints ('3.56 GiB', '6.74 B')")
     value = float(m[1])
     return value / 1024 if m[2] == "MiB" else value / 1000 if m[2] == "M" else value
+
+
+def _os_of(r: dict, backend: str) -> str:
+    """The OS a run was on: the entry's ``os``, else macOS for Metal, Windows where the source says so,
+    else Linux (RADV, ROCm, the CUDA and Vulkan builds of the posts read)."""
+    if r.get("os") in ("linux", "windows", "macos"):
+        return r["os"]
+    said = " ".join(str(r.get(k) or "") for k in ("where", "note", "runtime", "gpu")).lower()
+    if backend == "metal" or "macos" in said or "moltenvk" in said:
+        return "macos"
+    return "windows" if "windows" in said else "linux"
 
 
 def parse(data, path: str = PATH) -> list[Result]:
@@ -103,7 +121,7 @@ def parse(data, path: str = PATH) -> list[Result]:
             raise InputError(path, f"{at}.backend: {backend!r} is not one of {', '.join(BACKENDS)}")
         if not TEST.fullmatch(test):
             raise InputError(path, f"{at}.test: {test!r} is not a llama-bench test such as pp512 or tg128")
-        if not DATE.fullmatch(date):
+        if not DATE.fullmatch(date) or not _real_date(date):
             raise InputError(path, f"{at}.date: {date!r} is not a date (YYYY-MM-DD)")
         if not url.startswith("https://"):
             raise InputError(path, f"{at}.url: {url!r} is not an https address")
@@ -118,7 +136,8 @@ def parse(data, path: str = PATH) -> list[Result]:
             runtime=text("runtime", True), build=text("build", True), date=date, model=text("model"),
             size_gib=_size(r.get("size"), path, f"{at}.size"), params_b=_size(r.get("params"), path, f"{at}.params"),
             ngl=whole("ngl"), fa=fa, test=test, tps=float(tps), url=url, where=text("where"),
-            pair=text("pair", True), quote=text("quote"), note=text("note", True)))
+            pair=text("pair", True), quote=text("quote"), note=text("note", True),
+            os=_os_of(r, backend)))
     return out
 
 
@@ -134,13 +153,16 @@ def load(path: str = PATH) -> tuple[Result, ...]:
     return tuple(parse(data, path))
 
 
-def for_device(results, kind: str, name: str | None, family: str | None) -> list[tuple[str, list[Result]]]:
+def for_device(results, kind: str, name: str | None, family: str | None, os_name: str | None = None,
+               memory_bytes: int | None = None) -> list[tuple[str, list[Result]]]:
     """The results that speak for a device, nearest first: its own model of GPU (the GPU table's row its
     name is, the rule the speed bound uses), then the rest of its family (gfx1100, sm_89).  Each as
     (words for it, results)."""
     from selector.bandwidth import row_for
 
-    row = row_for(kind, name)
+    if os_name:  # a driver is its OS's: Linux's RADV and ROCm say little of Windows' AMD driver
+        results = [r for r in results if r.os == os_name]
+    row = row_for(kind, name, memory_bytes, exact=True)  # a name several cards share names none of them
     own = [r for r in results if row and r.match == row["match"]]
     kin = [r for r in results if family and r.family == family and r not in own]
     out = []
@@ -178,27 +200,36 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
     return sorted(rows, key=lambda r: (order[r.test], -r.tps))
 
 
-def nearest(results, kind: str, name: str | None, family: str | None, backends,
-            metric: str | None = None) -> tuple[str, list[Result]]:
+def nearest(results, kind: str, name: str | None, family: str | None, backends, metric: str | None = None,
+            os_name: str | None = None, memory_bytes: int | None = None) -> tuple[str, list[Result]]:
     """The nearest published comparison of ``backends`` for a device: on its own GPU model, else its
-    family.  (words for where, rows), or ("", [])."""
-    for where, rs in for_device(results, kind, name, family):
+    family, on the same OS.  (words for where, rows), or ("", [])."""
+    for where, rs in for_device(results, kind, name, family, os_name, memory_bytes):
         rows = comparison(rs, backends, metric)
         if rows:
             return where, rows
     return "", []
 
 
+def _tps(r: Result) -> str:
+    """A rate as it is worth saying: a decimal below 100 (9.46 vs 8.51), whole above; '~' where the
+    catalog derived it (the midpoint of a range the source gave)."""
+    text = f"{r.tps:.1f}" if r.tps < 100 else str(int(r.tps + 0.5))
+    return ("~" if "(derived)" in (r.note or "") else "") + text
+
+
 def words(rows: list[Result], scope_words: str) -> str:
     """'published on RX 7900 XTX: vulkan tg128 172 vs rocm 138, rocm pp512 4210 vs vulkan 3650
-    (ggml-org/llama.cpp#20934, b5298, 2025-05-08)'."""
+    (llama 7B Q4_0; ggml-org/llama.cpp#20934, b5298, 2025-05)'."""
     by_test: dict[str, list[Result]] = {}
     for r in rows:
         by_test.setdefault(r.test, []).append(r)
     parts = []
     for test, rs in by_test.items():
         first, rest = rs[0], rs[1:]
-        parts.append(f"{first.backend} {test} {first.tps:.0f} vs " + " vs ".join(f"{r.backend} {r.tps:.0f}" for r in rest))
+        parts.append(f"{first.backend} {test} {_tps(first)} vs " + " vs ".join(f"{r.backend} {_tps(r)}" for r in rest))
     r0 = rows[0]
-    where = ", ".join(x for x in (r0.source, r0.build, r0.date[:7]) if x)
+    builds = {r.build for r in rows}
+    build = r0.build if len(builds) == 1 else None  # one build for every row, or none said
+    where = ", ".join(x for x in (r0.source, build, r0.date[:7]) if x)
     return f"published on {scope_words}: {', '.join(parts)} ({r0.model}; {where})"

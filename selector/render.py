@@ -224,7 +224,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
             head.append("→ no supported backend", style="bold red")
         con.print(head)
         con.print(f"  [dim]{d.reason}[/dim]")
-        if d.evidence_words and d.evidence_words not in d.reason:  # --policy measured chose by it: said once
+        if d.evidence_words and "published on" not in d.reason:  # --policy measured chose by it: said once
             con.print(Text(f"  {d.evidence_words}", style="dim"))
         if d.run_args and d.ok:
             con.print(f"  Lemonade: [bold]{d.run_args}[/bold]")

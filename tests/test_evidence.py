@@ -68,22 +68,78 @@ def test_entries_round_trip_through_the_table_they_render():
     assert strip(again) == strip(es)
 
 
-def test_the_tool_adds_new_entries_once_and_what_it_writes_loads(tmp_path):
-    cat = tmp_path / "published.json"
-    cat.write_text(json.dumps({"about": "t", "results": []}))
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "add_bench.py"), "--url",
-           "https://github.com/ggml-org/llama.cpp/pull/13324", "--where", "comment by nalf3in", "--date", "2025-05-08",
-           "--write", "--catalog", str(cat)]
+def _tool(*args, input=""):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "add_bench.py"), *args], input=input,
+                          capture_output=True, text=True)
+
+
+SOURCE = ("--url", "https://github.com/ggml-org/llama.cpp/pull/13324", "--where", "comment by nalf3in",
+          "--date", "2025-05-08")
+
+
+def test_the_tool_adds_new_rows_once_to_the_rows_read(tmp_path):
+    to = tmp_path / "read-added.json"
     for added in (2, 0):
-        r = subprocess.run(cmd, input=pasted("rtx2070-vulkan-pr13324.txt"), capture_output=True, text=True)
+        r = _tool(*SOURCE, "--write", "--to", str(to), input=pasted("rtx2070-vulkan-pr13324.txt"))
         assert r.returncode == 0, r.stderr
-        assert f"added {added} of 2 entries" in r.stdout
-    assert len(evidence.load(str(cat))) == 2
-    r = subprocess.run(cmd, input="no table here\n", capture_output=True, text=True)
-    assert r.returncode == 5 and "no llama-bench row" in r.stderr
-    r = subprocess.run([*cmd[:2], "--url", "http://x", "--where", "w", "--date", "2025-05-08"], input="",
-                       capture_output=True, text=True)
-    assert r.returncode == 2
+        assert f"added {added} of 2 rows" in r.stdout
+    rows = json.loads(to.read_text())
+    assert [x["tps"] for x in rows] == [139.97, 35.87]
+    assert len(evidence.parse({"results": rows})) == 2  # what build.py makes of them loads
+
+
+@pytest.mark.parametrize("text,code,says", [
+    ("no table here\n", 5, "no llama-bench row"),
+    ("| model | size | params | backend | ngl | test | t/s |\n|---|---|---|---|---|---|---|\n"
+     "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Vulkan | 99 | tg128 | 50.00 ± 1.00 |\n", 2, "names no device"),
+    ('["x", 1]', 5, "list of runs"),
+    ('[{"n_prompt": 512}]', 5, "n_prompt, n_gen and avg_ts"),
+    ('[{"n_prompt": 512, "n_gen": 0, "avg_ts": 9.5, "gpu_info": "AMD Radeon RX 7900 XTX, NVIDIA GeForce RTX 4090"}]',
+     5, "several GPUs"),
+])
+def test_what_the_tool_cannot_file_it_refuses_in_words(text, code, says):
+    r = _tool(*SOURCE, input=text)
+    assert r.returncode == code and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_paste_of_two_machines_or_two_builds_is_refused_not_merged():
+    one = pasted("rtx2070-vulkan-pr13324.txt")
+    other = one.replace("NVIDIA GeForce RTX 2070", "AMD Radeon RX 7900 XTX").replace("(5298)", "(6000)")
+    r = _tool(*SOURCE, input=one + "\n" + other)
+    assert r.returncode == 5 and "2 devices" in r.stderr
+    r = _tool(*SOURCE, input=one + "\n" + one.replace("(5298)", "(6000)").split("ggml_vulkan: 0")[0] +
+              "| model | size | params | backend | ngl | test | t/s |\n|---|---|---|---|---|---|---|\n"
+              "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Vulkan | 99 | tg128 | 50.00 ± 1.00 |\nbuild: 0000000 (6000)\n")
+    assert r.returncode == 5 and "2 builds" in r.stderr
+
+
+def test_llama_bench_json_runs_at_a_depth_are_left_out():
+    base = {"model_type": "llama 7B Q4_0", "model_size": 3825205248, "model_n_params": 6738415616,
+            "backends": "Vulkan", "n_gpu_layers": 99, "flash_attn": False, "gpu_info": "AMD Radeon RX 7900 XTX",
+            "build_number": 6000}
+    runs = [{**base, "n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 3000.0},
+            {**base, "n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 160.0},
+            {**base, "n_prompt": 512, "n_gen": 0, "n_depth": 4096, "avg_ts": 999.0}]
+    r = _tool(*SOURCE, input=json.dumps(runs))
+    assert r.returncode == 0, r.stderr
+    got = [(e["test"], e["tps"], e["match"], e["build"]) for e in json.loads(r.stdout)]
+    assert got == [("pp512", 3000.0, "RX 7900 XTX", "b6000"), ("tg128", 160.0, "RX 7900 XTX", "b6000")]
+
+
+@pytest.mark.parametrize("args,code", [(("--date", "2026-13-99"), 2), (("--url", "http://x"), 2)])
+def test_a_bad_date_or_url_is_a_usage_error(args, code):
+    a = list(SOURCE)
+    a[a.index(args[0]) + 1] = args[1]
+    assert _tool(*a, input=pasted("rtx2070-vulkan-pr13324.txt")).returncode == code
+
+
+def test_a_rows_file_that_is_not_a_list_is_refused_and_left_as_it_was(tmp_path):
+    to = tmp_path / "x.json"
+    to.write_text('{"results": []}')
+    r = _tool(*SOURCE, "--write", "--to", str(to), input=pasted("rtx2070-vulkan-pr13324.txt"))
+    assert r.returncode == 5 and "not a list" in r.stderr and to.read_text() == '{"results": []}'
+    r = _tool(*SOURCE, "--write", "--to", str(tmp_path), input=pasted("rtx2070-vulkan-pr13324.txt"))
+    assert r.returncode == 5 and "Traceback" not in r.stderr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,7 +246,7 @@ def test_llama_bench_results_do_not_speak_for_another_engine():
 
 
 @pytest.mark.parametrize("metric,backend,words", [
-    ("tg", "vulkan", "vulkan tg128 56 vs rocm 51"), ("pp", "rocm", "rocm pp512 1545 vs vulkan 1338")])
+    ("tg", "vulkan", "vulkan tg128 55.7 vs rocm 50.6"), ("pp", "rocm", "rocm pp512 1545 vs vulkan 1338")])
 def test_policy_measured_without_a_measurement_here_takes_the_published_comparison(metric, backend, words):
     rec = _pick("linux-ubuntu24.04-strix-halo", "--policy", "measured", "--metric", metric)
     assert rec["backend"] == backend
@@ -233,8 +289,29 @@ def test_a_gpu_model_nobody_published_is_spoken_for_by_its_family():
 
 
 def test_a_post_that_compared_another_test_does_not_hide_a_later_one_that_compared_this():
-    results = evidence.load()
-    xt = [r for r in results if r.match == "RX 6800 XT"]  # Vulkan and ROCm compared on prompts only
-    halo = [r for r in results if r.pair == "kyuz0-8060S-llama7bQ40-b9187"]
-    rows = evidence.comparison(xt + halo, {"vulkan", "rocm"}, "tg")
+    # a later post that compared Vulkan and ROCm on prompts only (pp512), beside kyuz0's that compared both
+    later = [_entry(gpu="Radeon 8060S", match="Radeon 8060S", family="gfx1151", backend=b, test="pp512",
+                    tps=t, pair="later-pp-only", date="2026-11-30") for b, t in (("vulkan", 900.0), ("rocm", 1000.0))]
+    halo = [r for r in evidence.load() if r.pair == "kyuz0-8060S-llama7bQ40-b9187"]
+    results = evidence.parse({"results": later}) + halo
+    rows = evidence.comparison(results, {"vulkan", "rocm"}, "tg")
     assert {r.pair for r in rows} == {"kyuz0-8060S-llama7bQ40-b9187"} and {r.test for r in rows} == {"tg128"}
+    # asked for prompts, the later post is the comparison
+    assert {r.pair for r in evidence.comparison(results, {"vulkan", "rocm"}, "pp")} == {"later-pp-only"}
+
+
+def test_linux_drivers_do_not_speak_for_windows():
+    """Every published RX 7900 XTX comparison ran on Linux (RADV, ROCm); Windows' AMD driver is another
+    Vulkan: the same card under Windows 11 gets no evidence line."""
+    linux = _pick("linux-ubuntu24.04-7950x-rx7900xtx")
+    assert linux["evidence"] and {e["os"] for e in linux["evidence"]} == {"linux"}
+    assert _pick("windows11-rx7900xtx")["evidence"] == []
+
+
+def test_a_figure_derived_from_a_range_is_printed_as_approximate():
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine("linux-ubuntu24.04-7950x-rx7900xtx"), "llamacpp", env={"COLUMNS": "300"})
+    assert r.rc == 0 and "vulkan tg128 ~172 vs rocm ~137" in r.out  # 20934 gave ranges; kyuz0 gave figures
+    r = run_cli("--root", machine("linux-ubuntu24.04-strix-halo"), "llamacpp", env={"COLUMNS": "300"})
+    assert "vulkan tg128 55.7 vs rocm 50.6" in r.out and "~" not in r.out

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn a published llama-bench result into entries of selector/catalogs/llama-bench-published.json.
+"""Turn a published llama-bench result into rows for selector/catalogs/llama-bench-published.json.
 
     python tools/add_bench.py --url URL --where "comment by NAME" --date 2026-03-01 < pasted.txt
     python tools/add_bench.py --url URL --where ... --date ... --gpu "RX 7900 XTX" --write < pasted.txt
@@ -14,8 +14,12 @@ names it, the test and tokens/s, the page, and the row itself.  A table that ran
 one machine gets a ``pair`` id, so the pick can compare them.  Rows that did not offload every layer
 (``ngl`` 0), depth tests (``@ d4096``) and combined ones (``pp512+tg128``) are left out.
 
-Prints the entries as JSON; ``--write`` adds the new ones to the catalog (an entry already there,
-same page and same row, is not added twice).  Exit 0, 2 (usage), 5 (nothing usable in the input).
+A paste that names several devices or builds is refused (its tables would be filed under one
+another's), unless ``--gpu`` says which device ran.  Prints the entries as JSON; ``--write`` adds
+them to the rows read, catalogs-src/llama-bench/read-added.json (``--to``; a row already there, same
+page and same row, is not added twice), and ``catalogs-src/llama-bench/build.py --write`` makes the
+catalog from the rows read.  Exit 0, 2 (usage: no device named, a bad --date or --url), 5 (nothing
+usable in the input, or a file that cannot be read or written).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-CATALOG = os.path.join(ROOT, "selector", "catalogs", "llama-bench-published.json")
+READ_ADDED = os.path.join(ROOT, "catalogs-src", "llama-bench", "read-added.json")
 BACKEND = {"vulkan": "vulkan", "rocm": "rocm", "hip": "rocm", "cuda": "cuda", "metal": "metal", "sycl": "sycl",
            "cpu": "cpu", "blas": "cpu", "mtl": "metal"}
 DEVICE_LINES = (re.compile(r"ggml_vulkan:\s*\d+\s*=\s*(.+?)\s*(?:\(|\|)"),
@@ -43,25 +47,35 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def parse_table(text: str) -> tuple[list[dict], dict]:
-    """The rows of every llama-bench table in ``text`` (each a dict by column name, and its line), and
-    what the text says around them: {"gpu": ..., "build": ...}."""
-    rows, meta = [], {}
+class UsageError(ValueError):
+    """What the command line must add (exit 2)."""
+
+
+class PasteError(ValueError):
+    """The input cannot be turned into entries as it is: said in words (exit 5)."""
+
+
+def parse_table(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
+    """The rows of the llama-bench tables in ``text`` (each a dict by column name, and its line), and
+    what the text says around them: {"gpu": ..., "build": ...}.  A paste that names more than one
+    device or build is refused: each table's rows would be filed under another's (paste one machine
+    and one build at a time)."""
+    rows, devices, builds = [], [], []
     header = None
     for line in text.splitlines():
         s = line.strip()
         for rx in DEVICE_LINES:
             m = rx.search(s)
-            if m and "gpu" not in meta:
-                meta["gpu"] = m[1].strip()
+            if m and m[1].strip() not in devices:
+                devices.append(m[1].strip())
         m = re.search(r"build:\s*([0-9a-f]{6,40})\s*\((\d+)\)", s)
-        if m:
-            meta["build"] = f"b{m[2]}"
+        if m and f"b{m[2]}" not in builds:
+            builds.append(f"b{m[2]}")
         if not s.startswith("|"):
             header = None
             continue
         cells = _cells(s)
-        if {"model", "backend", "test"} <= set(cells) and ("t/s" in cells or "t/s (before)" in cells):
+        if {"model", "backend", "test", "t/s"} <= set(cells):
             header = cells
             continue
         if header is None or set(s) <= set("|-: "):
@@ -69,26 +83,44 @@ def parse_table(text: str) -> tuple[list[dict], dict]:
         if len(cells) != len(header):
             continue
         rows.append({**dict(zip(header, cells)), "_line": s})
-    return rows, meta
+    if len(devices) > 1 and not gpu_given:
+        raise PasteError(f"the paste names {len(devices)} devices ({'; '.join(devices)}): llama-bench may have "
+                         "split the model over them, or the tables are of different machines; paste one machine's "
+                         "table with one device, or give --gpu for a run that used one")
+    if len(builds) > 1:
+        raise PasteError(f"the paste names {len(builds)} builds ({', '.join(builds)}): paste one build's table at a time")
+    return rows, {**({"gpu": devices[0]} if devices else {}), **({"build": builds[0]} if builds else {})}
 
 
-def parse_json(text: str) -> tuple[list[dict], dict]:
-    """llama-bench ``-o json``: a list of runs."""
-    data = json.loads(text)
-    rows, meta = [], {}
-    for run in data if isinstance(data, list) else []:
-        test = f"pp{run['n_prompt']}" if run.get("n_gen", 0) == 0 else f"tg{run['n_gen']}" if run.get("n_prompt", 0) == 0 else None
-        if test is None:
+def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
+    """llama-bench ``-o json``: a list of runs (depth runs, n_depth > 0, and combined ones left out)."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise PasteError(f"not llama-bench JSON ({e})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise PasteError("not llama-bench JSON: a list of runs (objects) is expected")
+    rows, gpus, builds = [], [], []
+    for i, run in enumerate(data):
+        n_prompt, n_gen = run.get("n_prompt"), run.get("n_gen")
+        if not isinstance(n_prompt, int) or not isinstance(n_gen, int) or not isinstance(run.get("avg_ts"), (int, float)):
+            raise PasteError(f"run {i}: n_prompt, n_gen and avg_ts are llama-bench's fields; this run lacks one")
+        if run.get("n_depth") or (n_prompt and n_gen) or not (n_prompt or n_gen):
             continue
+        fa = run.get("flash_attn")
         rows.append({"model": run.get("model_type", ""), "size": f"{run.get('model_size', 0) / (1 << 30):.2f} GiB",
                      "params": f"{run.get('model_n_params', 0) / 1e9:.2f} B", "backend": run.get("backends", ""),
-                     "ngl": str(run.get("n_gpu_layers", "")), "fa": str(int(bool(run.get("flash_attn")))),
-                     "test": test, "t/s": f"{run.get('avg_ts', 0):.2f}", "_line": json.dumps(run, sort_keys=True)})
-        if run.get("gpu_info"):
-            meta.setdefault("gpu", run["gpu_info"])
-        if run.get("build_number"):
-            meta.setdefault("build", f"b{run['build_number']}")
-    return rows, meta
+                     "ngl": str(run.get("n_gpu_layers", "")), "fa": str(int(fa)) if fa in (0, 1, True, False) else "",
+                     "test": f"pp{n_prompt}" if n_prompt else f"tg{n_gen}", "t/s": f"{run['avg_ts']:.2f}",
+                     "_line": json.dumps(run, sort_keys=True)})
+        for seen, value in ((gpus, run.get("gpu_info")), (builds, run.get("build_number"))):
+            if value and value not in seen:
+                seen.append(value)
+    if (len(gpus) > 1 or any("," in g for g in gpus)) and not gpu_given:
+        raise PasteError(f"the runs name several GPUs ({'; '.join(gpus)}): give --gpu for a run that used one")
+    if len(builds) > 1:
+        raise PasteError(f"the runs are of {len(builds)} builds: add one build's runs at a time")
+    return rows, {**({"gpu": gpus[0]} if gpus else {}), **({"build": f"b{builds[0]}"} if builds else {})}
 
 
 def gpu_facts(gpu: str) -> tuple[str, str | None]:
@@ -97,15 +129,17 @@ def gpu_facts(gpu: str) -> tuple[str, str | None]:
     from selector.described import DescribeError, lookup
 
     if re.search(r"\bapple\b|\bM\d\b", gpu, re.I):
-        row = row_for("metal", gpu)
+        row = row_for("metal", gpu, exact=True)
         if row is None:
             raise ValueError(f"{gpu!r}: not an Apple chip of the GPU table")
         return row["match"], None
     for candidate in (gpu, re.sub(r"\(.*?\)", "", gpu).strip()):
-        for kind in ("nvidia_gpu", "amd_gpu", "intel_gpu"):
-            row = row_for(kind, candidate)
-            if row:
-                return row["match"], _family(kind, row)
+        found = [(kind, row) for kind in ("nvidia_gpu", "amd_gpu", "intel_gpu")
+                 if (row := row_for(kind, candidate, exact=True))]
+        if len(found) == 1:
+            return found[0][1]["match"], _family(*found[0])
+        if len(found) > 1:
+            raise ValueError(f"{gpu!r} names GPUs of {len(found)} vendors: --gpu names the one that ran")
         try:
             kind, row = lookup(candidate)
             return row["match"], _family(kind, row)
@@ -133,13 +167,13 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
     if not rows:
         return []
     if not gpu:
-        raise ValueError("the input names no device: give --gpu")
+        raise UsageError("the input names no device (no ggml_vulkan, Device or gpu_info line): give --gpu")
     match, family = gpu_facts(gpu)
     out = []
     for r in rows:
         test = r.get("test", "").replace(" ", "")
-        if not re.fullmatch(r"(pp|tg)\d+", test):
-            continue  # pp512+tg128, pp512 @ d4096
+        if not re.fullmatch(r"(pp|tg)[1-9]\d*", test):
+            continue  # pp512+tg128, pp512 @ d4096, tg0
         ngl = r.get("ngl")
         if ngl not in (None, "") and ngl.isdigit() and int(ngl) == 0:
             continue
@@ -173,11 +207,15 @@ def render(es: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def merge(catalog: dict, new: list[dict]) -> tuple[dict, int]:
-    seen = {(e["url"], e["quote"]) for e in catalog["results"]}
+MAX_INPUT = 4 << 20  # a pasted table is kilobytes; megabytes are not one post's results
+
+
+def merge(rows: list, new: list[dict]) -> tuple[list, int]:
+    """``new`` added to a list of rows read (catalogs-src/llama-bench/read-*.json), each once (the same
+    page and row is not added twice), in the order given."""
+    seen = {(e.get("url"), e.get("quote")) for e in rows if isinstance(e, dict)}
     added = [e for e in new if (e["url"], e["quote"]) not in seen]
-    catalog["results"] = sorted(catalog["results"] + added, key=lambda e: (e["match"], e["date"], e["backend"], e["test"]))
-    return catalog, len(added)
+    return rows + added, len(added)
 
 
 def main(argv=None) -> int:
@@ -187,36 +225,70 @@ def main(argv=None) -> int:
     ap.add_argument("--date", required=True, help="YYYY-MM-DD of the post")
     ap.add_argument("--gpu", help="the GPU, where the pasted text does not name it")
     ap.add_argument("--runtime", help="the driver or runtime the post names (RADV, ROCm 6.4, CUDA 12.8)")
-    ap.add_argument("--write", action="store_true", help="add the entries to the catalog")
-    ap.add_argument("--catalog", default=CATALOG, help=f"the catalog --write adds to (default {os.path.relpath(CATALOG, ROOT)})")
+    ap.add_argument("--write", action="store_true",
+                    help="add the rows to the rows read (then catalogs-src/llama-bench/build.py --write builds the catalog)")
+    ap.add_argument("--to", default=READ_ADDED, help=f"the rows-read file --write adds to (default {os.path.relpath(READ_ADDED, ROOT)})")
     args = ap.parse_args(argv)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date) or not args.url.startswith("https://"):
-        print("add_bench: --date is YYYY-MM-DD and --url an https address", file=sys.stderr)
-        return 2
-    text = sys.stdin.read()
+    import datetime
+
     try:
-        rows, meta = parse_json(text) if text.lstrip().startswith("[") else parse_table(text)
+        datetime.date.fromisoformat(args.date)
+    except ValueError:
+        print(f"add_bench: --date {args.date!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return 2
+    if not args.url.startswith("https://"):
+        print(f"add_bench: --url {args.url!r} is not an https address", file=sys.stderr)
+        return 2
+    text = sys.stdin.read(MAX_INPUT + 1)
+    if len(text) > MAX_INPUT:
+        print(f"add_bench: the input is over {MAX_INPUT >> 20} MiB: paste one post's tables", file=sys.stderr)
+        return 5
+    try:
+        parse_input = parse_json if text.lstrip().startswith("[") else parse_table
+        rows, meta = parse_input(text, bool(args.gpu))
         es = entries(rows, meta, args.url, args.where, args.date, args.gpu, args.runtime)
-    except (ValueError, KeyError) as e:
+    except UsageError as e:
+        print(f"add_bench: {e}", file=sys.stderr)
+        return 2
+    except (PasteError, ValueError) as e:
         print(f"add_bench: {e}", file=sys.stderr)
         return 5
     if not es:
         print("add_bench: no llama-bench row with every layer offloaded in the input", file=sys.stderr)
         return 5
-    if args.write:
-        from selector.evidence import parse
+    from probes.host import InputError
+    from selector.evidence import parse
 
-        with open(args.catalog, encoding="utf-8") as f:
-            catalog = json.load(f)
-        catalog, n = merge(catalog, es)
-        parse(catalog, args.catalog)  # what is written loads
-        with open(args.catalog + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(catalog, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(args.catalog + ".tmp", args.catalog)
-        print(f"added {n} of {len(es)} entries to {args.catalog}")
-    else:
+    try:
+        parse({"results": es}, "the input")  # each entry as the catalog will load it
+    except InputError as e:
+        print(f"add_bench: {e}", file=sys.stderr)
+        return 5
+    if not args.write:
         print(json.dumps(es, indent=1, ensure_ascii=False))
+        return 0
+    try:
+        with open(args.to, encoding="utf-8") as f:
+            rows_read = json.load(f)
+    except FileNotFoundError:
+        rows_read = []
+    except (OSError, ValueError) as e:
+        print(f"add_bench: {args.to}: cannot be read as a list of rows ({e})", file=sys.stderr)
+        return 5
+    if not isinstance(rows_read, list):
+        print(f"add_bench: {args.to}: not a list of rows read (catalogs-src/llama-bench/read-*.json)", file=sys.stderr)
+        return 5
+    rows_read, n = merge(rows_read, es)
+    tmp = args.to + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(rows_read, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, args.to)
+    except OSError as e:
+        print(f"add_bench: {args.to}: cannot be written ({e.strerror})", file=sys.stderr)
+        return 5
+    print(f"added {n} of {len(es)} rows to {args.to}; catalogs-src/llama-bench/build.py --write makes the catalog")
     return 0
 
 

@@ -32,7 +32,8 @@ def rows():
                 family = next((r.family for r in results if r.match == match), None)
                 n = sum(1 for r in results if r.match == match and r.backend == runtime and r.test.startswith("tg")
                         and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB and speed._dense(r.model))
-                cal = speed.calibration(results, runtime, family, vendor, exclude=match)
+                cal = speed.calibration(results, runtime, family, vendor, exclude=match,
+                                        least=speed.CALIBRATION_LEAST - 1)  # the same pool, less this GPU
                 out.append({"gpu": match, "backend": runtime, "runs": n, "actual": actual,
                             "predicted": cal["mid"] if cal else None, "pool": cal["group"] if cal else None,
                             "error": cal["mid"] / actual - 1 if cal else None})

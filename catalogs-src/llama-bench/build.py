@@ -34,6 +34,9 @@ DROP = [  # (url substring, reason)
     ("ggml-org/llama.cpp/pull/13506", "a pull request's own branch"),
     ("ggml-org/llama.cpp/pull/21024", "a compare table without a backend column"),
     ("ggml-org/llama.cpp/pull/22078", "a pull request's own build"),
+    ("ggml-org/llama.cpp/pull/25893", "a pull request's own branch (DSv4 Lightning Indexer)"),
+    ("ggml-org/llama.cpp/pull/2059", "the Vulkan backend's own pull request, measured on its branch (2024)"),
+    ("ggml-org/llama.cpp/pull/13324", "its note: flash attention fell back to the CPU on that build"),
     ("geerlingguy/ai-benchmarks/issues/23", "a Raspberry Pi host (PCIe x1)"),
     ("geerlingguy/ai-benchmarks/issues/25", "a Raspberry Pi host (PCIe x1)"),
     ("geerlingguy/raspberry-pi-pcie-devices/issues/766", "a Raspberry Pi host (PCIe x1)"),
@@ -47,12 +50,14 @@ GPU = {  # the GPU as a source names it -> as the GPU table does, where the word
     "Strix Halo gfx1151 iGPU (Ryzen AI MAX 395; same machine)": "Radeon 8060S",
 }
 READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
-        "read-earlier.json")
+        "read-earlier.json", "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
 
 
 def build() -> tuple[list[dict], list[tuple]]:
     out, dropped = [], []
     for f in READ:
+        if not os.path.exists(os.path.join(HERE, f)):
+            continue
         with open(os.path.join(HERE, f), encoding="utf-8") as fh:
             rows = json.load(fh)
         for r in rows:
@@ -78,7 +83,7 @@ def build() -> tuple[list[dict], list[tuple]]:
                  "size": r.get("size"), "params": r.get("params"), "ngl": r.get("ngl"), "fa": r.get("fa"),
                  "test": r["test"].replace(" ", ""), "tps": r["tps"], "url": r["url"], "where": r["where"],
                  "pair": r.get("pair"), "quote": r["quote"]}
-            if "Asahi" in (r.get("note") or "") + r["gpu"] and e["pair"]:
+            if "Asahi" in (r.get("note") or "") + r["gpu"] + (r.get("runtime") or "") and e["pair"]:
                 e["pair"] = None  # Linux on the same Mac: not macOS's Metal beside it
             if r.get("note"):
                 e["note"] = r["note"]

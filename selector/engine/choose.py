@@ -77,8 +77,10 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
                     f"{win['at'][:10]})")
 
 
-def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | None = None) -> tuple[Verdict | None, str]:
-    """The pick among the verdicts under ``policy`` (default: the settings')."""
+def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | None = None,
+           os_name: str | None = None) -> tuple[Verdict | None, str]:
+    """The pick among the verdicts under ``policy`` (default: the settings'); ``os_name``: the machine's,
+    which published results must share."""
     policy = policy or settings.policy
     prefer_system = system_preferred(recipe, settings, policy)
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
@@ -92,12 +94,13 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | 
         if fallback is not None and settings.published is not None:
             # no measurement here: what others measured on this GPU (or its family), if they compared the
             # backends that run on it
-            rows, where = published(vs, fallback, settings.published, settings.metric)
+            rows, where = published(vs, fallback, settings.published, settings.metric, os_name)
             if rows:
                 win = next(v for v in same_device(vs, fallback).values() if _runtime(v) == rows[0].backend)
                 return win, f"{why}; {_published_words(rows, where)}"
-            why += (f"; no published {settings.metric} comparison of "
-                    f"{' and '.join(same_device(vs, fallback))} on this GPU or its family")
+            builds = same_device(vs, fallback)
+            if len(builds) > 1:
+                why += f"; no published {settings.metric} comparison of {' and '.join(builds)} on this GPU or its family"
         return fallback, f"{why}; accelerator-first instead: {fwhy}"
     acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
     if acc:
@@ -142,7 +145,8 @@ def same_device(vs: list[Verdict], chosen: Verdict) -> dict[str, Verdict]:
     return out
 
 
-def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = None) -> tuple[list, str]:
+def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = None,
+              os_name: str | None = None) -> tuple[list, str]:
     """What published llama-bench runs say of the builds that run on the chosen device: the nearest
     comparison (its GPU model, else its family) and where it is from.  ``load`` gives the results; it
     is called only where two or more builds run there."""
@@ -151,8 +155,8 @@ def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = Non
     runtimes = same_device(vs, chosen)
     if len(runtimes) < 2:
         return [], ""
-    where, rows = evidence.nearest(load(), chosen.device.type, chosen.device.name, chosen.device.family,
-                                   runtimes, metric)
+    dev = chosen.device
+    where, rows = evidence.nearest(load(), dev.type, dev.name, dev.family, runtimes, metric, os_name, dev.memory_bytes)
     return rows, where
 
 

@@ -40,7 +40,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
             reason = f"pinned by {source}, but not supported here: {v.reason}"
         chosen, why, is_pinned = v, reason, True
     else:
-        chosen, why = choose(vs, recipe, settings)
+        chosen, why = choose(vs, recipe, settings, os_name=m.os)
         is_pinned = False
         if settings.policy != "lemonade":  # pragma: no mutate (under lemonade the same choice: no note)
             # the verdicts are the same under every policy (an exclusion is a hardware fact): only the
@@ -59,7 +59,8 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
                                  f"{recipe_name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
                 else:
                     # what chose instead: the measurement, or accelerator-first (also measured's fallback)
-                    ours = ("the measurement prefers" if why.startswith("measured:") else "accelerator-first prefers")
+                    ours = ("the measurement prefers" if why.startswith("measured:") else
+                            "the published comparison prefers" if "published on" in why else "accelerator-first prefers")
                     notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
                                  f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
         if chosen is not None and not why.startswith("measured:") and "published on" not in why:
@@ -80,7 +81,7 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     d = Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
                  warnings, notes, channel, run_env, kept)
     if chosen.supported and settings.published is not None:
-        rows, where = published(vs, chosen, settings.published)
+        rows, where = published(vs, chosen, settings.published, os_name=m.os)
         if rows:
             from selector.evidence import words
 
