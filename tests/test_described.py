@@ -123,3 +123,43 @@ def test_a_split_gives_its_shares_in_the_order_the_engine_numbers_the_gpus(cli, 
         assert res["tensor_split"] == [round(b / sum(budgets), 2) for b in budgets]
         assert res["tensor_split"][0] < res["tensor_split"][1]  # the smaller card, index 0, first
         assert p["env"].get("CUDA_DEVICE_ORDER") == ("PCI_BUS_ID" if runtime == "cuda" else None)
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    return gm.write(str(tmp_path_factory.mktemp("described") / "Qwen3-14B-Q4_K_M.gguf"), "qwen3-14b")
+
+
+def test_a_split_over_unequal_cards_reads_each_share_at_its_own_bandwidth(cli, dense, tmp_path):
+    """Layer after layer, each GPU reads its own layers: the time per token is the sum of each share over
+    its own bandwidth (AMD's specifications: RX 7900 XTX 960 GB/s, RX 7600 288 GB/s), not the whole
+    model at the slower card's."""
+    r = cli("plan", "llamacpp", "--model", dense, "--gpu", "RX 7900 XTX", "--gpu", "RX 7600", "--ctx-size", "4096",
+            "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0, r.err
+    p = r.json()
+    assert p["fit"]["status"] == "split"
+    w = {d["name"]: d["weights_bytes"] for d in p["fit"]["devices"]}
+    big, small = w["AMD RX 7900 XTX"], w["AMD RX 7600"]
+    assert big > small > 0
+    e = p["speed_estimate"]
+    per_token = e["bytes_per_token"]
+    seconds = per_token * big / (big + small) / 960e9 + per_token * small / (big + small) / 288e9
+    assert e["tokens_per_s"] == pytest.approx(1 / seconds, rel=1e-3)
+    assert e["tokens_per_s"] > 1.5 * 288e9 / per_token  # not the whole model at the slower card's rate
+    assert "on GPU 0 (AMD RX 7900 XTX)" in e["basis"] and "288 GB/s on GPU 1 (AMD RX 7600)" in e["basis"]
+
+
+def test_a_plan_without_a_bandwidth_it_needs_says_why_it_has_no_speed(cli, moe, tmp_path):
+    """The experts of most layers in system memory of a described machine whose CPU (a cloud VM's EPYC,
+    channels unknown) is in no platform table: no estimate, and the plan says which bandwidth is missing."""
+    args = ("plan", "llamacpp", "--model", moe, "--gpu", "RX 7600", "--ram", "64G", "--ctx-size", "4096",
+            "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path))
+    p = cli(*args, "--json").json()
+    assert p["fit"]["status"] == "experts" and p["speed_estimate"] is None
+    assert "system memory bandwidth of AMD EPYC-Milan Processor" in p["speed_missing"]
+    assert "speed: no estimate (the system memory bandwidth of AMD EPYC-Milan Processor" in cli(*args).out
+    # where it has what it needs, nothing is missing
+    fits = cli("plan", "llamacpp", "--model", moe, "--gpu", "RX 7900 XTX", "--gpu", "RX 7900 XTX", "--ctx-size", "4096",
+               "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path), "--json").json()
+    assert fits["speed_estimate"] and fits["speed_missing"] is None

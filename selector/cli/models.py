@@ -144,7 +144,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
             try:
                 res = planner.fit_model(profile, d, v, facts, ctx_size, parallel=parallel)
                 res["basis"] = "header"
-            except fit.FitError as e:
+            except (fit.FitError, planner.UnknownMemory) as e:
                 note = str(e)
         if res is None:
             res = _size_fit(profile, d, v, size, _gguf_recipe(d.recipe))
@@ -166,7 +166,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
         rows = [r for r in rows if r["fits"]]
     dev = planner.targets(profile, d, v)
     on = {"backend": d.backend, "device": d.device.to_dict() if d.device else None,
-          "memory": dev[0]["described"] if dev else planner.gib(profile.cpu.memory_bytes) + " system"}
+          "memory": " + ".join(x["described"] for x in dev) if dev else planner.gib(profile.cpu.memory_bytes) + " system"}
     if as_json:
         render.emit_json({"schema_version": 1, "recipe": d.recipe, **on, "parallel": parallel, "models": rows})
         return
@@ -174,7 +174,8 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
     for w in profile.warnings:
         if w.probe == "described":
             con.print(w.message, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    con.print(f"{d.recipe}: {d.backend} on {d.device.name if d.device else 'CPU'} ({on['memory']})"
+    gpus = f"{len(dev)}x " if len(dev) > 1 and len({x['name'] for x in dev}) == 1 else ""
+    con.print(f"{d.recipe}: {d.backend} on {gpus}{d.device.name if d.device else 'CPU'} ({on['memory']})"
               + (f", {parallel} slots, each with the context shown" if parallel > 1 else ""), markup=False)
     if not rows:
         con.print("no model of Lemonade's list fits" if only_fits else f"Lemonade lists no model for {d.recipe}")
@@ -301,6 +302,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         raise Fail(EXIT_INPUT, str(e)) from None
     except fit.FitError as e:
         raise Fail(EXIT_USAGE, str(e)) from None
+    except planner.UnknownMemory as e:
+        raise Fail(EXIT_UNSUPPORTED, f"{d.recipe} {d.backend} runs on a GPU here, but {e}") from None
     binary = o.binary_of(d.recipe)
     exe = None
     if d.backend == "system":  # the machine's own: this one's PATH, or what the capture or profile recorded
@@ -330,7 +333,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         "lemonade_note": planner.lemonade_note(res) if model.name and header_model else None,
         "device_ids_known": bool(res.get("devices")) and all(x.get("id") for x in res["devices"]),
         "speed_estimate": speed,
-        "warnings": _engine_env_warnings(os.environ) if not (o.root or o.profile_path) else [],
+        "speed_missing": planner.speed_missing(profile, res, devs, cpu_bw) if facts and not speed else None,
+        "warnings": (_engine_env_warnings(os.environ) if not (o.root or o.profile_path) else []) + _split_order_warning(res),
         "described": next((w.message for w in profile.warnings if w.probe == "described"), None),
     }
     if do_exec:
@@ -383,6 +387,17 @@ def _cpu_bandwidth(o: Opts, profile, cache: str) -> tuple[float, str] | None:
             sys.stderr.write(f"pick-backend: the measurement cannot be kept ({e.strerror or e}); it is taken again "
                              "on every plan\n")
     return float(rec["gbps"]), f"measured here on {rec['at']}: {threads} threads reading memory"
+
+
+def _split_order_warning(res: dict) -> list[str]:
+    """Unequal --tensor-split shares over Vulkan GPUs the line cannot name: Vulkan numbers its devices in
+    its own order, so the shares may land on other cards than the plan's."""
+    shares = res.get("tensor_split") or []
+    if res.get("runtime") != "vulkan" or len(set(shares)) < 2 or all(x.get("id") for x in res.get("devices", [])):
+        return []
+    return ["--tensor-split gives its shares in Vulkan's device order, which this plan does not know: the shares "
+            "are for the GPUs in the order listed here; `pick-backend verify llamacpp` reads the build's order, and "
+            "the plan then names each device (--device)"]
 
 
 def _engine_env_warnings(env) -> list[str]:
@@ -485,6 +500,8 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
                 f"{est['basis']}); at most ~{e['tokens_per_s']:.0f} by the bandwidth bound ({e['basis']})", style="dim")
         else:
             say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
+    elif out.get("speed_missing"):
+        say(f"speed: no estimate ({out['speed_missing']})", style="dim")
     if s == "no":
         return
     if out["install"]:

@@ -85,6 +85,10 @@ def _where(mem):
     return words
 
 
+class UnknownMemory(Exception):
+    """The build's GPU has no memory the probe read: said in words (exit 3)."""
+
+
 def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, type_k="f16", type_v="f16",
               device_ids: dict | None = None, parallel: int = 1, cpu_bw: tuple | None = None) -> dict:
     runtime = runtime_of(decision, verdict)
@@ -93,6 +97,11 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
     if type_v != "f16" and not fa:
         raise fit.FitError(f"a quantized V cache (--cache-type-v {type_v}) needs flash attention, which "
                            f"llama.cpp's {runtime} backend lacks")
+    if devs and not any(d["budget"] for d in devs):
+        # the build runs on a GPU whose memory the probe does not read (an Intel GPU): a plan on the CPU
+        # would not be the line's, and a plan on the GPU has no budget to fit in
+        raise UnknownMemory(f"the memory of {', '.join(dict.fromkeys(d['name'] for d in devs))} is not known to the "
+                            f"probe, so no plan for it can say what fits")
     on_cpu = not devs  # the build runs on the CPU alone: its weights are mapped and repacked there
     cpu = (profile.cpu.arch, tuple(profile.cpu.flags or ())) if on_cpu else None
     run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v)
@@ -199,18 +208,15 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     held = {d["name"] for d in res.get("devices", [])}  # the GPUs given a part (a share of 0 holds none)
     used = [d for d in devs if d["name"] in held] or devs[:1]
     if status in ("fits", "split") and devs:
-        bws = _slowest(profile, used)
-        if bws is None:
-            return None
-        gbps, source = bws  # layer after layer: the slowest device holding weights bounds a split
-        per_token = fit.active_bytes(facts)
-        shares = [(per_token, gbps, f"{gbps:g} GB/s peak bandwidth")]
-    elif status in ("partial", "experts") and devs and cpu_bw:
-        gpu = _slowest(profile, used)
+        gpu = _per_gpu(profile, used, res, fit.active_bytes(facts), "peak bandwidth")
         if gpu is None:
             return None
-        shares = [(res["gpu_read_bytes"], gpu[0], f"{gpu[0]:g} GB/s on the GPU"),
-                  (res["cpu_read_bytes"], cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
+        shares, source = gpu
+    elif status in ("partial", "experts") and devs and cpu_bw:
+        gpu = _per_gpu(profile, used, res, res["gpu_read_bytes"], "on the GPU")
+        if gpu is None:
+            return None
+        shares = [*gpu[0], (res["cpu_read_bytes"], cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
         source = f"{gpu[1]}; {cpu_bw[1]}"
     elif status == "cpu" and cpu_bw:
         shares = [(fit.active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")]
@@ -229,7 +235,12 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     out = {"tokens_per_s": round(bound, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
            "bytes_per_token": per_token, "source": source,
            "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
-    if status in ("fits", "split"):
+    # the estimate is what the calibration was made of: dense models of 2 GiB or more, on GPUs of one kind
+    from selector.models.speed import MIN_CALIBRATION_GIB
+
+    same_kind = len({(d["device"].type, d["device"].family) for d in used}) == 1
+    if status in ("fits", "split") and same_kind and not facts.get("n_expert") \
+            and facts["weights_bytes"] >= MIN_CALIBRATION_GIB * GIB:
         est = calibrated(res.get("runtime") or "", used, profile)
         if est is not None:
             cal, n = est
@@ -260,6 +271,44 @@ def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | No
         return None
     cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""))
     return (cal, len(cal["gpus"])) if cal else None
+
+
+def speed_missing(profile, res: dict, devs: list[dict], cpu_bw: tuple | None) -> str | None:
+    """Why a plan that fits has no speed estimate, in words; None where it does not fit."""
+    from selector.models.speed import bandwidth_of
+
+    status = res.get("status")
+    if status in (None, "no"):
+        return None
+    held = {d["name"] for d in res.get("devices", [])}
+    unknown = [d["name"] for d in devs if d["name"] in held and bandwidth_of(profile, d["device"]) is None]
+    if status != "cpu" and unknown:
+        return f"the memory bandwidth of {', '.join(dict.fromkeys(unknown))} is not in the GPU table"
+    if status in ("cpu", "partial", "experts") and not cpu_bw:
+        return (f"the system memory bandwidth of {profile.cpu.brand or 'this CPU'} is known only for the CPU "
+                f"platforms in the tables, and a replayed or described machine is not measured")
+    return None
+
+
+def _per_gpu(profile, used: list[dict], res: dict, active: int, words: str) -> tuple[list, str] | None:
+    """The bytes each GPU reads per token at its own bandwidth: ``active`` bytes shared in proportion to
+    the weights the plan puts on each (layer after layer, the times add up).  None where a GPU's
+    bandwidth is not known."""
+    from selector.models.speed import bandwidth_of
+
+    bws = [bandwidth_of(profile, d["device"]) for d in used]
+    if not bws or any(b is None for b in bws):
+        return None
+    source = "; ".join(dict.fromkeys(bw[1] for bw in bws))
+    weights = [x.get("weights_bytes") or 0 for x in res.get("devices", [])][:len(used)]
+    total = sum(weights)
+    if len({bw[0] for bw in bws}) == 1 or not total or len(weights) != len(used):
+        # one bandwidth (or no shares to weigh): the same time as one device reading it all
+        n = f" ({len(used)} GPUs in turn)" if len(used) > 1 else ""
+        return [(active, bws[0][0], f"{bws[0][0]:g} GB/s {words}{n}")], source
+    parts = [active * w // total for w in weights]
+    return [(b, bw[0], f"{bw[0]:g} GB/s on GPU {d['device'].index} ({d['name']})")
+            for b, bw, d in zip(parts, bws, used)], source
 
 
 def _slowest(profile, devs: list[dict]) -> tuple[float, str] | None:

@@ -9,7 +9,7 @@ from selector.bandwidth import VENDOR, row_for, table  # noqa: F401 - the table 
 
 def bandwidth_of(profile, device) -> tuple[float, str] | None:
     """(GB/s, source) for the device, matched by its marketing name; None when not in the table."""
-    row = row_for(device.type, profile.metal.chip if device.type == "metal" else device.name)
+    row = row_for(device.type, profile.metal.chip if device.type == "metal" else device.name, device.memory_bytes)
     return (float(row["gbps"]), row.get("source", "")) if row else None
 
 
@@ -88,8 +88,11 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
     return out
 
 
+CALIBRATION_LEAST = 4  # GPU models pooled: with one left out, three remain (what docs/models.md's error is over)
+
+
 def calibration(results, runtime: str, family: str | None, vendor: str, exclude: str | None = None,
-                least: int = 3) -> dict | None:
+                least: int = CALIBRATION_LEAST) -> dict | None:
     """The fraction of the bound real runs reach, for a backend on a family: from the published runs of
     GPUs of its family group where at least ``least`` GPU models were measured, else of the backend on
     every GPU of the vendor.  {"low", "mid", "high" (fractions), "gpus", "runs" (GPU models), "group"}."""
