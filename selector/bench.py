@@ -23,6 +23,23 @@ TAIL = 12  # lines of output kept as the evidence of a failure
 NOISY = 0.10
 
 
+def tools(catalog: str) -> dict:
+    """The benchmark tool of each recipe of a catalog (``catalogs/<catalog>-bench.json``), those whose
+    output this module reads (``llama-bench-json``) and those it does not (with a ``note`` why)."""
+    path = os.path.join(os.path.dirname(__file__), "catalogs", f"{catalog}-bench.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            recipes = json.load(f).get("recipes", {})
+    except OSError:
+        return {}
+    return {k: v for k, v in recipes.items() if isinstance(v, dict)} if isinstance(recipes, dict) else {}
+
+
+def measurable(catalog: str) -> frozenset:
+    """The recipes ``bench`` can measure: a benchmark tool whose output it reads."""
+    return frozenset(k for k, v in tools(catalog).items() if v.get("parser") == "llama-bench-json")
+
+
 class BenchError(Exception):
     """The benchmark could not be run at all (bad input): said in words."""
 

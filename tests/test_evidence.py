@@ -315,3 +315,17 @@ def test_a_figure_derived_from_a_range_is_printed_as_approximate():
     assert r.rc == 0 and "vulkan tg128 ~172 vs rocm ~137" in r.out  # 20934 gave ranges; kyuz0 gave figures
     r = run_cli("--root", machine("linux-ubuntu24.04-strix-halo"), "llamacpp", env={"COLUMNS": "300"})
     assert "vulkan tg128 55.7 vs rocm 50.6" in r.out and "~" not in r.out
+
+
+def test_policy_measured_does_not_suggest_a_bench_the_recipe_has_not():
+    """LocalAI's llama-cpp has no benchmark tool `bench` reads (it exits 3 for it): the measured pick
+    must not send the user there, yet still takes the published comparison."""
+    from conftest import machine, run_cli
+
+    r = run_cli("--catalog", "localai", "--root", machine("linux-ubuntu24.04-7950x-rx7900xtx"), "llama-cpp",
+                "--policy", "measured", "--json")
+    assert r.rc == 0, r.err
+    reason = r.json()["recipes"]["llama-cpp"]["reason"]
+    assert "pick-backend cannot measure llama-cpp" in reason and "bench llama-cpp" not in reason
+    assert "published on RX 7900 XTX" in reason
+    assert run_cli("--catalog", "localai", "bench", "llama-cpp", "--model", "m.gguf").rc == 3

@@ -226,15 +226,9 @@ def _say(msg: str) -> None:
 
 def _tool(catalog: str, recipe: str) -> dict | None:
     """The recipe's entry in catalogs/<catalog>-bench.json, or None."""
-    import json
+    from selector.bench import tools
 
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "catalogs", f"{catalog}-bench.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            r = json.load(f).get("recipes", {}).get(recipe)
-    except OSError:
-        return None
-    return r if isinstance(r, dict) else None
+    return tools(catalog).get(recipe)
 
 
 def _spec(catalog: str, recipe: str) -> dict | None:

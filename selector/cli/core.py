@@ -308,10 +308,11 @@ def decide_all(o: Opts, names, backend=None):
         s.backend_sources.pop(n, None)
     installed, pins = o.installed(), o.pins()
     if s.policy == "measured":  # the results are read only when asked for: no cost to any other pick
-        from selector.bench import fresh_measurements
+        from selector.bench import fresh_measurements, measurable
         from selector.install.states import cache_root
 
         s.metric = o.metric or "tg"
+        s.measurable = measurable(cat.name)
         bad: list[str] = []
         s.measurements = fresh_measurements(cache_root(o.cache_dir), installed, profile, bad)
         warnings += [f"{p}: not a readable bench record; ignored (pick-backend bench writes it again)" for p in bad]

@@ -65,6 +65,8 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
         if noisy:
             return None, (f"the fresh {prefix} measurements of {recipe.name} on this machine are noisy (their runs "
                           f"disagreed by more than a tenth of their mean); measure again on a quiet machine")
+        if settings.measurable is not None and recipe.name not in settings.measurable:
+            return None, f"pick-backend cannot measure {recipe.name} (no benchmark tool it reads)"
         return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
                       f"(`pick-backend bench {recipe.name} --model M` makes them)")
     model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))

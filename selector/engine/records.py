@@ -24,6 +24,8 @@ class Settings(Record):
     # published llama-bench results (selector/evidence.py): a function giving them, called only where two
     # backends run on the chosen device (their file is read only when it can change what is printed)
     published: object = field(default=None, compare=False)
+    # the recipes `bench` can measure (None: not asked): --policy measured suggests it only for those
+    measurable: frozenset | None = None
 
     def prefer_system_for(self, recipe: str) -> bool:
         return self.prefer_system_by_recipe.get(recipe, self.prefer_system)
