@@ -163,3 +163,17 @@ def test_a_plan_without_a_bandwidth_it_needs_says_why_it_has_no_speed(cli, moe, 
     fits = cli("plan", "llamacpp", "--model", moe, "--gpu", "RX 7900 XTX", "--gpu", "RX 7900 XTX", "--ctx-size", "4096",
                "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path), "--json").json()
     assert fits["speed_estimate"] and fits["speed_missing"] is None
+
+
+def test_a_description_is_of_one_machine_not_of_a_fleet(cli, tmp_path):
+    prof = cli("--root", machine("linux-ubuntu24.04-rtx4090"), "probe", "--json").out
+    one = tmp_path / "one.jsonl"
+    one.write_text(prof.replace("\n", "") + "\n")
+    many = tmp_path / "fleet.jsonl"
+    many.write_text(one.read_text() * 2)
+    r = cli("pick", "llamacpp", "--profile", str(many), "--gpu", "RX 7900 XTX", "--json")
+    assert r.rc == 2 and "describe one machine" in r.err and str(many) in r.err
+    # one profile in the file: the description changes it, as it changes a saved profile
+    r = cli("pick", "llamacpp", "--profile", str(one), "--gpu", "RX 7900 XTX")
+    assert r.rc == 0 and "vulkan on AMD GPU (gfx1100): AMD RX 7900 XTX" in r.out, r.out
+    assert "NVIDIA" not in r.out.split("\n\n")[1].splitlines()[0]

@@ -193,14 +193,19 @@ class Opts:
                 from probes.host import open_host
 
                 self._profile = probe(open_host(self.root), detailed=detailed)
-            if self.__dict__.get("described"):  # --gpu / --vram / --ram: this machine (or the replayed one) changed
-                from selector.described import DescribeError, describe
-
-                try:
-                    self._profile = describe(self._profile, *self.described)
-                except DescribeError as e:
-                    raise Fail(EXIT_USAGE, str(e)) from None
+            self._profile = self.described_as(self._profile)
         return self._profile
+
+    def described_as(self, profile):
+        """``profile`` changed by --gpu / --vram / --ram (this machine, the replayed or the saved one)."""
+        if not self.__dict__.get("described"):
+            return profile
+        from selector.described import DescribeError, describe
+
+        try:
+            return describe(profile, *self.described)
+        except DescribeError as e:
+            raise Fail(EXIT_USAGE, str(e)) from None
 
     def use_profile(self, profile) -> None:
         """Judge ``profile`` from now on: a machine the command made itself (install's --gfx/--sm/

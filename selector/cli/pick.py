@@ -44,8 +44,12 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
                 if not as_json and sum(1 for _ in profiles.documents(text, o.profile_path)) == 1:
                     one = profiles.profile_from_text(text, o.profile_path)  # one: shown as for a file
             if one is None:
+                if o.described:  # one description, many machines: which it is of cannot be told
+                    raise Fail(EXIT_USAGE, "--gpu, --vram and --ram describe one machine, and "
+                                           f"{o.profile_path} holds many profiles: pick one profile, or "
+                                           "describe the machine without them")
                 sys.exit(profiles.pick_batch(o, recipes, all_, backend, allow_missing, text, as_json))
-            o.use_profile(one)
+            o.use_profile(o.described_as(one))
     if not recipes and not all_:
         raise Fail(EXIT_USAGE, "name a recipe (e.g. pick-backend llamacpp) or pass --all; "
                                "`pick-backend recipes` lists them")
