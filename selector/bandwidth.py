@@ -32,6 +32,11 @@ def _names(name: str) -> list[str]:
     return [clean[:m.start()] + part + clean[m.end():] for part in m[0].split("/")]
 
 
+# a word after a model's name that makes it another card: "M5" is not an "M5 Max", "RTX 3060" not an
+# "RTX 3060 Ti" (where the table has no row of the variant, the name is of no row, not of the base card)
+_NOT_A_VARIANT = r"(?![ -]+(?:pro|max|ultra|ti|super|xtx|xt|gre|laptop|mobile)(?![A-Za-z0-9]))"
+
+
 def candidates(kind: str, name: str | None) -> list[dict]:
     """The table's rows a device named ``name`` can be, in the table's order: each row whose name is in
     one of its names as whole words, the longest where one contains another ("RTX 4090 Laptop", not
@@ -39,7 +44,7 @@ def candidates(kind: str, name: str | None) -> list[dict]:
     out: list[dict] = []
     for alt in _names(name or ""):
         found = [row for row in table().get(VENDOR.get(kind, ""), [])
-                 if re.search(r"(?<![A-Za-z0-9])" + re.escape(row["match"]) + r"(?![A-Za-z0-9])", alt, re.I)]
+                 if re.search(r"(?<![A-Za-z0-9])" + re.escape(row["match"]) + r"(?![A-Za-z0-9])" + _NOT_A_VARIANT, alt, re.I)]
         found = [r for r in found if not any(r is not o and r["match"].lower() in o["match"].lower() for o in found)]
         out += [r for r in found if r not in out]
     return out
