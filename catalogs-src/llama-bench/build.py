@@ -43,14 +43,19 @@ DROP = [  # (url substring, reason)
     ("geerlingguy/ai-benchmarks/issues/40", "a Raspberry Pi host (PCIe x1)"),
     ("geerlingguy/ai-benchmarks/issues/29", "a Raspberry Pi host (PCIe x1)"),
     ("geerlingguy/ai-benchmarks/issues/27", "a Raspberry Pi host (PCIe x1)"),
+    ("ggml-org/llama.cpp/issues/22413", "llama-bench warned that asserts were enabled (a debug build)"),
+    ("ggml-org/llama.cpp/issues/10444", "the command above the table names another model than the table"),
 ]
 GPU = {  # the GPU as a source names it -> as the GPU table does, where the words alone do not say it
     "AMD Radeon RX 7900 XTX (24GB, gfx1100)": "AMD Radeon RX 7900 XTX",
     "AMD Radeon Graphics, gfx1151": "Radeon 8060S",  # lhl's Ryzen AI MAX+ 395 (llama.cpp#13565)
     "Strix Halo gfx1151 iGPU (Ryzen AI MAX 395; same machine)": "Radeon 8060S",
+    # kyuz0/intel-b70-ai-toolboxes: Vulkan names the chip (BMG G31), the repository the card
+    "Intel Arc B70 (per README 'Intel Arc B70'; ggml_vulkan: Intel(R) Graphics (BMG G31))": "Intel Arc Pro B70",
 }
 READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
-        "read-earlier.json", "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
+        "read-earlier.json", "read-round2-nvidia.json", "read-round2-amd-intel.json", "read-round2-apple.json",
+        "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
 
 
 def build() -> tuple[list[dict], list[tuple]]:
