@@ -178,19 +178,23 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
     on the same machine and model (a ``pair``), for every test it ran on two of them (``metric`` "tg" or
     "pp": those tests only); fastest first per test.  [] when no post compared them."""
     wanted = set(backends)
-    pairs: dict[str, list[Result]] = {}
+    groups: dict[tuple, list[Result]] = {}
     for r in results:
         if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)):
-            pairs.setdefault(r.pair, []).append(r)
+            # one model with one setting of flash attention: a post's other model compares nothing here
+            groups.setdefault((r.pair, r.model, r.fa), []).append(r)
     best = None
-    for rows in pairs.values():
+    for rows in groups.values():
+        first: dict[tuple, Result] = {}
+        for r in rows:  # a backend's first row of a test (a table may repeat one)
+            first.setdefault((r.test, r.backend), r)
         tests: dict[str, set] = {}
-        for r in rows:
-            tests.setdefault(r.test, set()).add(r.backend)
-        kept = [r for r in rows if len(tests[r.test]) > 1]
+        for test, backend in first:
+            tests.setdefault(test, set()).add(backend)
+        kept = [r for (test, _b), r in first.items() if len(tests[test]) > 1]
         if not kept:
             continue
-        key = (max(r.date for r in kept), kept[0].pair)
+        key = (max(r.date for r in kept), kept[0].pair, kept[0].model)
         if best is None or key > best[0]:
             best = (key, kept)
     if best is None:

@@ -59,6 +59,35 @@ def test_rows_that_did_not_offload_or_whose_backend_is_not_llama_cpps_are_left_o
     assert evidence.comparison(evidence.parse({"results": es}), {"vulkan", "rocm"}, "tg") == []
 
 
+# constructed, not published: one table of a CUDA 8B model (with and without flash attention) and a
+# Vulkan 70B model: two backends, but no model run on both
+TWO_MODELS = """Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes
+| model                          |       size |     params | backend    | ngl | fa |            test |                  t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | --: | -: | --------------: | -------------------: |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  0 |           tg128 |        150.00 ± 0.10 |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  1 |           tg128 |        155.00 ± 0.10 |
+| llama 70B Q4_K - Medium        |  39.59 GiB |    70.55 B | Vulkan     |  99 |  1 |           tg128 |          9.00 ± 0.10 |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | Vulkan     |  99 |  0 |           tg128 |        140.00 ± 0.10 |
+
+build: 141a908a (5298)
+"""
+
+
+def test_a_comparison_is_of_one_model_with_one_setting_never_across_models():
+    rows, meta = add_bench.parse_table(TWO_MODELS)
+    es = add_bench.entries(rows, meta, "https://github.com/x/y/issues/1", "comment by a", "2026-01-01")
+    pairs = {(e["model"], e["fa"], e["backend"]): e["pair"] for e in es}
+    # the 8B without flash attention ran on both: a pair; the 8B with it and the 70B ran on one backend each
+    assert pairs[("llama 8B Q4_K - Medium", 0, "cuda")] == pairs[("llama 8B Q4_K - Medium", 0, "vulkan")] is not None
+    assert pairs[("llama 8B Q4_K - Medium", 1, "cuda")] is None and pairs[("llama 70B Q4_K - Medium", 1, "vulkan")] is None
+    rows = evidence.comparison(evidence.parse({"results": es}), {"cuda", "vulkan"})
+    assert [(r.backend, r.tps) for r in rows] == [("cuda", 150.0), ("vulkan", 140.0)]
+    # rows a catalog filed under one pair still compare only a model against itself, one setting at a time
+    same = [{**e, "pair": "one-post"} for e in es]
+    rows = evidence.comparison(evidence.parse({"results": same}), {"cuda", "vulkan"})
+    assert {(r.model, r.fa) for r in rows} == {("llama 8B Q4_K - Medium", 0)} and len(rows) == 2
+
+
 def test_entries_round_trip_through_the_table_they_render():
     rows, meta = add_bench.parse_table(pasted("rtx2070-vulkan-pr13324.txt"))
     url, where = "https://github.com/ggml-org/llama.cpp/pull/13324", "comment by nalf3in"

@@ -187,11 +187,18 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
                     "params": r.get("params"), "ngl": int(ngl) if ngl and ngl.isdigit() else None,
                     "fa": int(fa) if fa in ("0", "1") else None, "test": test, "tps": float(m[1]), "url": url,
                     "where": where, "pair": None, "quote": r["_line"]})
-    kinds = {(e["model"], e["test"]) for e in out}
-    if len({e["backend"] for e in out}) > 1 and any(sum(1 for e in out if (e["model"], e["test"]) == k) > 1 for k in kinds):
-        pair = hashlib.sha1(f"{url} {where}".encode()).hexdigest()[:10]
-        for e in out:
-            e["pair"] = pair
+    # a pair is one model run on two or more backends with the same settings: rows of another model, or
+    # of one backend alone, compare nothing
+    for model in dict.fromkeys(e["model"] for e in out):
+        for fa in dict.fromkeys(e["fa"] for e in out if e["model"] == model):
+            group = [e for e in out if e["model"] == model and e["fa"] == fa]
+            by_test: dict[str, set] = {}
+            for e in group:
+                by_test.setdefault(e["test"], set()).add(e["backend"])
+            if any(len(b) > 1 for b in by_test.values()):
+                pair = hashlib.sha1(f"{url} {where} {model} {fa}".encode()).hexdigest()[:10]
+                for e in group:
+                    e["pair"] = pair
     return out
 
 
