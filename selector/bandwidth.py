@@ -22,14 +22,39 @@ def table() -> dict:
         return {}
 
 
+def _clean(name: str) -> str:
+    return " ".join(re.sub(r"\((?:tm|r)\)|™|®", " ", name, flags=re.I).split())
+
+
 def _names(name: str) -> list[str]:
-    """A device name as each card it can be: trademark signs out ("Radeon(TM) 890M"), and a name the
-    PCI table gives several cards ("RX 7900 XTX/XT/GRE") as each of them."""
-    clean = " ".join(re.sub(r"\((?:tm|r)\)|™|®", " ", name, flags=re.I).split())
-    m = re.search(r"\S+(?:/\S+)+", clean)
-    if not m:
-        return [clean]
-    return [clean[:m.start()] + part + clean[m.end():] for part in m[0].split("/")]
+    """A device name as each card it can be: trademark signs out ("Radeon(TM) 890M"), and a name the PCI
+    table gives several cards as each of them, a suffix taking the model number before it: "RX 7900
+    XTX/XT/GRE" is the RX 7900 XTX, XT and GRE; "RX 6800/6800 XT/6900 XT" the RX 6800, 6800 XT and
+    6900 XT; "MI25 / Radeon Pro V340" each full name."""
+    out: list[str] = []
+    for full in re.split(r"\s+/\s+", _clean(name)):
+        parts = [p.strip() for p in full.split("/")]
+        out.append(parts[0])
+        if len(parts) == 1:
+            continue
+        words = parts[0].split()
+        numbered = [k for k, w in enumerate(words) if re.search(r"\d", w)] or [len(words) - 1]
+        prefix, base = " ".join(words[:numbered[-1]]), words[numbered[-1]]
+        for p in parts[1:]:
+            if not p:
+                continue
+            own = re.search(r"\d", p.split()[0])  # "6800 XT": a model of its own; "XT": the model before it
+            out.append(" ".join(x for x in (prefix, p if own else f"{base} {p}") if x))
+    return out
+
+
+def _matching(kind: str, alt: str) -> list[dict]:
+    """The rows whose name is in ``alt`` as whole words, the longest where one contains another ("RTX 4090
+    Laptop", not "RTX 4090"; "RX 9070 XT", not "RX 9070")."""
+    found = [row for row in table().get(VENDOR.get(kind, ""), [])
+             if re.search(r"(?<![A-Za-z0-9])" + re.escape(_clean(row["match"])) + r"(?![A-Za-z0-9])" + _NOT_A_VARIANT,
+                          alt, re.I)]
+    return [r for r in found if not any(r is not o and r["match"].lower() in o["match"].lower() for o in found)]
 
 
 # a word after a model's name that makes it another card: "M5" is not an "M5 Max", "RTX 3060" not an
@@ -38,15 +63,10 @@ _NOT_A_VARIANT = r"(?![ -]+(?:pro|max|ultra|ti|super|xtx|xt|gre|laptop|mobile)(?
 
 
 def candidates(kind: str, name: str | None) -> list[dict]:
-    """The table's rows a device named ``name`` can be, in the table's order: each row whose name is in
-    one of its names as whole words, the longest where one contains another ("RTX 4090 Laptop", not
-    "RTX 4090"; "RX 9070 XT", not "RX 9070")."""
+    """The table's rows a device named ``name`` can be, in the order of its names."""
     out: list[dict] = []
     for alt in _names(name or ""):
-        found = [row for row in table().get(VENDOR.get(kind, ""), [])
-                 if re.search(r"(?<![A-Za-z0-9])" + re.escape(row["match"]) + r"(?![A-Za-z0-9])" + _NOT_A_VARIANT, alt, re.I)]
-        found = [r for r in found if not any(r is not o and r["match"].lower() in o["match"].lower() for o in found)]
-        out += [r for r in found if r not in out]
+        out += [r for r in _matching(kind, alt) if r not in out]
     return out
 
 
@@ -54,7 +74,11 @@ def row_for(kind: str, name: str | None, memory_bytes: int | None = None, exact:
     """The table's row of a device of ``kind`` named ``name`` ("NVIDIA GeForce RTX 4090").  Where the
     name fits several cards (the PCI table's "RX 7900 XTX/XT/GRE"), its memory tells them apart; failing
     that, ``exact`` answers None (which card it is cannot be told) and otherwise the fastest of them is
-    taken, so that a bandwidth bound stays a bound."""
+    taken, so that a bandwidth bound stays a bound.  A name of which one card is not in the table ("RX
+    9060 XT/9060") is, for ``exact``, of none: the card may be the one the table lacks."""
+    alts = [_matching(kind, alt) for alt in _names(name or "")]
+    if exact and len(alts) > 1 and not all(alts):
+        return None
     cands = candidates(kind, name)
     if len(cands) > 1 and memory_bytes:
         sized = [r for r in cands if r.get("memory_gb") and abs(r["memory_gb"] * (1 << 30) - memory_bytes) <= 0.1 * memory_bytes]

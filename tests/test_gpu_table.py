@@ -46,3 +46,28 @@ def test_a_name_several_cards_share_is_told_apart_by_memory_or_not_at_all():
     assert row_for("amd_gpu", name, 16 * GiB, exact=True)["match"] == "RX 7900 GRE"
     assert row_for("amd_gpu", name, exact=True) is None  # published runs of one card speak for none of them
     assert row_for("amd_gpu", name)["gbps"] == 960  # a bound: the fastest of them (the XTX's 960 GB/s)
+
+
+@pytest.mark.parametrize("name,memory_gib,row", [
+    # names as probes/tables/amd_pci.json gives them (libdrm's amdgpu.ids), told apart by memory where
+    # AMD's specifications differ: RX 7800 XT 16 GB, RX 7700 XT 12 GB; RX 7600 8 GB, RX 7600 XT 16 GB
+    ("AMD Radeon RX 7800 XT/7700 XT", 16, "RX 7800 XT"),
+    ("AMD Radeon RX 7800 XT/7700 XT", 12, "RX 7700 XT"),
+    ("AMD Radeon RX 7600/7600 XT", 8, "RX 7600"),
+    ("AMD Radeon RX 7600/7600 XT", 16, "RX 7600 XT"),
+    # RX 6800, 6800 XT and 6900 XT all have 16 GB: which card it is cannot be told
+    ("AMD Radeon RX 6800/6800 XT/6900 XT", 16, None),
+    # the table has no plain RX 9060 or RX 9070 GRE: the name may be of the card it lacks
+    ("AMD Radeon RX 9060 XT/9060", 16, None),
+    ("AMD Radeon RX 9070 XT/9070/9070 GRE", 16, None),
+])
+def test_a_name_the_pci_table_gives_several_cards_is_each_of_them(name, memory_gib, row):
+    got = row_for("amd_gpu", name, memory_gib * GiB, exact=True)
+    assert (got and got["match"]) == row
+    assert row_for("amd_gpu", name, memory_gib * GiB) is not None  # a bound still has a row: the fastest
+
+
+def test_lunar_lake_names_reach_their_memory_system():
+    # the probe's name for Lunar Lake's iGPU and the driver's (LPDDR5X-8533 on a 128-bit package bus)
+    assert row_for("intel_gpu", "Intel Arc Graphics 130V/140V (Lunar Lake iGPU)")["gbps"] == 136.5
+    assert row_for("intel_gpu", "Intel(R) Arc(TM) 140V GPU (16GB)")["match"] == "140V"
