@@ -70,6 +70,13 @@ def candidates(kind: str, name: str | None) -> list[dict]:
     return out
 
 
+def shares_memory(kind: str, row: dict) -> bool:
+    """A GPU that reads the machine's own memory (an APU's iGPU, an Apple chip, a Jetson or GB10) rather
+    than memory of its own: its runs reach a different share of the bound than a card's."""
+    return kind == "metal" or bool(row.get("typical") or row["match"] in ("Orin", "Xavier") or re.search(
+        r"igpu|unified|system memory|soc\b|jetson|apu", row.get("note", ""), re.I))
+
+
 def row_for(kind: str, name: str | None, memory_bytes: int | None = None, exact: bool = False) -> dict | None:
     """The table's row of a device of ``kind`` named ``name`` ("NVIDIA GeForce RTX 4090").  Where the
     name fits several cards (the PCI table's "RX 7900 XTX/XT/GRE"), its memory tells them apart; failing

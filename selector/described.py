@@ -106,8 +106,9 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         drivers = set(p.vulkan.gpu_drivers)
         for i, name in enumerate(gpus):
             dtype, row = lookup(name)
-            if row.get("typical") or re.search(r"igpu|unified|system memory|soc\b|jetson|apu",
-                                               row.get("note", ""), re.I) or row["match"] in ("Orin", "Xavier"):
+            from selector.bandwidth import shares_memory
+
+            if shares_memory(dtype, row):
                 raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
                                     "that machine by its capture (pick-backend --root DIR) instead")
             if row.get("memory_gb") is None and vram_bytes is None:

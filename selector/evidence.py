@@ -83,14 +83,22 @@ def _size(text, path, where) -> float | None:
 
 
 def _os_of(r: dict, backend: str) -> str:
-    """The OS a run was on: the entry's ``os``, else macOS for Metal, Windows where the source says so,
-    else Linux (RADV, ROCm, the CUDA and Vulkan builds of the posts read)."""
+    """The OS a run was on: the entry's ``os``; else Linux where the source says Asahi (Linux on a Mac),
+    macOS for Metal, an Apple chip or MoltenVK (not a mention of it denied), Windows where the source
+    says so or its commands are Windows' (``llama-bench.exe``, ``..\\model.gguf``, ``C:\\``), else
+    Linux (RADV, ROCm, the CUDA and Vulkan builds of the posts read)."""
+    from selector.bandwidth import table
+
     if r.get("os") in ("linux", "windows", "macos"):
         return r["os"]
     said = " ".join(str(r.get(k) or "") for k in ("where", "note", "runtime", "gpu")).lower()
-    if backend == "metal" or "macos" in said or "moltenvk" in said:
+    if "asahi" in said:
+        return "linux"
+    apple = any(x["match"] == r.get("match") for x in table().get("apple", []))
+    if backend == "metal" or apple or "macos" in said or re.search(r"(?<!not )moltenvk", said):
         return "macos"
-    return "windows" if "windows" in said else "linux"
+    text = said + " " + str(r.get("quote") or "").lower()
+    return "windows" if re.search(r"windows|\.exe\b|\b[a-z]:\\|\.\.\\", text) else "linux"
 
 
 def parse(data, path: str = PATH) -> list[Result]:
@@ -119,6 +127,8 @@ def parse(data, path: str = PATH) -> list[Result]:
         backend, test, date, url = text("backend"), text("test"), text("date"), text("url")
         if backend not in BACKENDS:
             raise InputError(path, f"{at}.backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+        if r.get("os") is not None and r["os"] not in ("linux", "windows", "macos"):
+            raise InputError(path, f"{at}.os: {r['os']!r} is not one of linux, windows, macos")
         if not TEST.fullmatch(test):
             raise InputError(path, f"{at}.test: {test!r} is not a llama-bench test such as pp512 or tg128")
         if not DATE.fullmatch(date) or not _real_date(date):

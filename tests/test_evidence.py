@@ -358,3 +358,86 @@ def test_policy_measured_does_not_suggest_a_bench_the_recipe_has_not():
     assert "pick-backend cannot measure llama-cpp" in reason and "bench llama-cpp" not in reason
     assert "published on RX 7900 XTX" in reason
     assert run_cli("--catalog", "localai", "bench", "llama-cpp", "--model", "m.gguf").rc == 3
+
+
+@pytest.mark.parametrize("change,os_name", [
+    ({}, "linux"),  # RADV, ROCm and most CUDA posts: Linux unless the post says otherwise
+    ({"where": "comment by a (Windows 11)"}, "windows"),
+    ({"note": "command 'llama-bench -m ..\\qwen2.5-coder-3b-instruct-q4_0.gguf -p 512'"}, "windows"),
+    ({"note": "Z:\\github\\llama.cpp\\build\\bin\\RelWithDebInfo>llama-bench.exe -fa 1"}, "windows"),
+    ({"backend": "metal", "gpu": "Apple M2 Max", "match": "M2 Max", "family": None}, "macos"),
+    ({"backend": "vulkan", "runtime": "MoltenVK on macOS", "gpu": "Apple M1 Ultra", "match": "M1 Ultra",
+      "family": None}, "macos"),
+    # Asahi Linux on a Mac, its Honeykrisp driver "not MoltenVK": Linux
+    ({"backend": "vulkan", "runtime": "Asahi Linux, Honeykrisp Vulkan driver (not MoltenVK)", "gpu": "Apple M2 Max",
+      "match": "M2 Max", "family": None}, "linux"),
+    ({"where": "said nothing", "os": "windows"}, "windows"),  # the entry's own word first
+])
+def test_each_result_is_filed_under_the_os_it_ran_on(change, os_name):
+    (r,) = evidence.parse({"results": [_entry(**change)]})
+    assert r.os == os_name
+
+
+def test_an_os_the_catalog_does_not_know_is_refused_and_the_tool_files_the_one_given():
+    with pytest.raises(InputError, match=re.escape("results[0].os: 'win' is not one of")):
+        evidence.parse({"results": [_entry(os="win")]}, "published.json")
+    r = _tool(*SOURCE, "--os", "windows", input=pasted("rtx2070-vulkan-pr13324.txt"))
+    assert r.returncode == 0, r.stderr
+    assert {e["os"] for e in json.loads(r.stdout)} == {"windows"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the estimate of plan, from the published runs
+
+
+@pytest.fixture(scope="module")
+def dense14b(tmp_path_factory):
+    import gguf_models as gm
+
+    return gm.write(str(tmp_path_factory.mktemp("estimate") / "Qwen3-14B-Q4_K_M.gguf"), "qwen3-14b")
+
+
+def _plan(fixture, model, *args):
+    from conftest import machine, run_cli
+
+    r = run_cli("--root", machine(fixture), "plan", "llamacpp", "--model", model, "--ctx-size", "4096", "--json", *args)
+    assert r.rc == 0, r.err
+    return r.json()
+
+
+def test_a_cards_estimate_is_what_published_cards_reached_of_the_bound_over_the_whole_file(dense14b):
+    """The catalog's ROCm generation runs of dense models (2 GiB or more) on AMD cards with memory of their
+    own, each GPU model's median share of its bound (AMD's spec-sheet bandwidth over llama-bench's model
+    size), their median: applied to 960 GB/s (RX 7900 XTX) over this file's weights."""
+    from statistics import median
+
+    from selector.bandwidth import table
+
+    cards = {r["match"]: r["gbps"] for r in table()["amd"] if r.get("memory_gb")}
+    shares: dict[str, list[float]] = {}
+    for r in evidence.load():
+        if r.backend == "rocm" and r.test.startswith("tg") and r.match in cards and r.size_gib and r.size_gib >= 2 \
+                and not re.search(r"moe|gpt-oss|A\d+B", r.model, re.I):
+            shares.setdefault(r.match, []).append(r.tps * r.size_gib * (1 << 30) / (cards[r.match] * 1e9))
+    per_gpu = {m: median(v) for m, v in shares.items()}
+    assert len(per_gpu) >= 4 and not {"Radeon 8060S", "Radeon 890M"} & set(per_gpu)
+    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "rocm")
+    est = p["speed_estimate"]["estimate"]
+    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "AMD discrete GPUs"
+    assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], rel=2e-3)
+    assert est["low"] < est["tokens_per_s"] < est["high"] < p["speed_estimate"]["tokens_per_s"]
+
+
+def test_an_igpu_is_not_estimated_from_cards_nor_a_mixture_of_experts_from_dense_runs(dense14b, moe_plan_model):
+    # Strix Halo's 8060S reads the machine's memory: two such GPU models are published, too few to pool
+    p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")
+    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
+    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", moe_plan_model, "--backend", "rocm")
+    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
+
+
+@pytest.fixture(scope="module")
+def moe_plan_model(tmp_path_factory):
+    import gguf_models as gm
+
+    return gm.write(str(tmp_path_factory.mktemp("estimate") / "Qwen3-30B-A3B-Q4_K_M.gguf"), "qwen3-30b-a3b")

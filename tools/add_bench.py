@@ -232,6 +232,9 @@ def main(argv=None) -> int:
     ap.add_argument("--date", required=True, help="YYYY-MM-DD of the post")
     ap.add_argument("--gpu", help="the GPU, where the pasted text does not name it")
     ap.add_argument("--runtime", help="the driver or runtime the post names (RADV, ROCm 6.4, CUDA 12.8)")
+    ap.add_argument("--os", choices=("linux", "windows", "macos"),
+                    help="the machine's OS, where the post does not say it (drivers differ: the pick uses only "
+                         "results of its own OS)")
     ap.add_argument("--write", action="store_true",
                     help="add the rows to the rows read (then catalogs-src/llama-bench/build.py --write builds the catalog)")
     ap.add_argument("--to", default=READ_ADDED, help=f"the rows-read file --write adds to (default {os.path.relpath(READ_ADDED, ROOT)})")
@@ -254,6 +257,8 @@ def main(argv=None) -> int:
         parse_input = parse_json if text.lstrip().startswith("[") else parse_table
         rows, meta = parse_input(text, bool(args.gpu))
         es = entries(rows, meta, args.url, args.where, args.date, args.gpu, args.runtime)
+        for e in es if args.os else ():
+            e["os"] = args.os
     except UsageError as e:
         print(f"add_bench: {e}", file=sys.stderr)
         return 2

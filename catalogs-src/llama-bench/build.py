@@ -45,6 +45,10 @@ DROP = [  # (url substring, reason)
     ("geerlingguy/ai-benchmarks/issues/27", "a Raspberry Pi host (PCIe x1)"),
     ("ggml-org/llama.cpp/issues/22413", "llama-bench warned that asserts were enabled (a debug build)"),
     ("ggml-org/llama.cpp/issues/10444", "the command above the table names another model than the table"),
+    ("ggml-org/llama.cpp/pull/3084", "a pull request's own column of a compare table"),
+    ("ggml-org/llama.cpp/pull/3648", "a review bench of a pull request's branch (2023)"),
+    ("ggml-org/llama.cpp/pull/10597", "a table in a pull request's thread that names no build (the branch or master cannot be told)"),
+    ("ollama/ollama/pull/5059", "a table in another project's thread that names no build"),
 ]
 GPU = {  # the GPU as a source names it -> as the GPU table does, where the words alone do not say it
     "AMD Radeon RX 7900 XTX (24GB, gfx1100)": "AMD Radeon RX 7900 XTX",
@@ -92,7 +96,20 @@ def build() -> tuple[list[dict], list[tuple]]:
                 e["pair"] = None  # Linux on the same Mac: not macOS's Metal beside it
             if r.get("note"):
                 e["note"] = r["note"]
+            if r.get("os"):
+                e["os"] = r["os"]
             out.append(e)
+    # a comparison is of one build: a pair whose rows name two builds compares the builds as much as the
+    # backends, so its rows stay as single results
+    builds: dict[str, set] = {}
+    for e in out:
+        if e["pair"] and e["build"]:
+            builds.setdefault(e["pair"], set()).add(e["build"])
+    for e in out:
+        if e["pair"] and len(builds.get(e["pair"], ())) > 1:
+            dropped.append((e["gpu"], e["url"], f"kept, but not as a comparison: pair {e['pair']} names builds "
+                                                f"{', '.join(sorted(builds[e['pair']]))}"))
+            e["pair"] = None
     out.sort(key=lambda e: (e["match"], e["date"], e["url"], e["backend"], e["test"]))
     return out, dropped
 

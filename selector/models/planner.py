@@ -244,8 +244,11 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
         est = calibrated(res.get("runtime") or "", used, profile)
         if est is not None:
             cal, n = est
-            out["estimate"] = {"tokens_per_s": round(bound * cal["mid"], 1), "low": round(bound * cal["low"], 1),
-                               "high": round(bound * cal["high"], 1), "fraction": round(cal["mid"], 3),
+            # the fractions are of the bound over the whole file (llama-bench prints no other size): applied
+            # to the same bound here, not to the one over the weights a token reads
+            whole = bound * per_token / facts["weights_bytes"]
+            out["estimate"] = {"tokens_per_s": round(whole * cal["mid"], 1), "low": round(whole * cal["low"], 1),
+                               "high": round(whole * cal["high"], 1), "fraction": round(cal["mid"], 3),
                                "gpus": cal["gpus"], "group": cal["group"],
                                "basis": f"what published {res.get('runtime')} generation runs on {n} GPU models "
                                         f"({cal['group']}) reached of their own bound; llama-bench-published.json"}
@@ -254,22 +257,26 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
 
 def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | None:
     """The fraction of the bandwidth bound published runs of this backend reached on the family of the
-    slowest GPU the plan uses (speed.calibration), and how many GPU models it pools; None without
-    enough of them."""
+    GPUs the plan uses (one kind: the caller's rule), among GPUs that share the machine's memory or not as
+    they do (speed.calibration), and how many GPU models it pools; None without enough of them."""
     from selector import evidence
-    from selector.bandwidth import VENDOR
+    from selector.bandwidth import VENDOR, row_for, shares_memory
     from selector.models.speed import calibration
 
     if not used or runtime not in ("rocm", "cuda", "vulkan", "metal", "sycl"):
         return None
     dev = used[0]["device"]
+    row = row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes)
+    if row is None:
+        return None
     from probes.host import InputError
 
     try:
         results = evidence.load()
     except InputError:  # the estimate is extra: a broken file is said by `pick`, which reads it too
         return None
-    cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""))
+    cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
+                      shares_memory(dev.type, row))
     return (cal, len(cal["gpus"])) if cal else None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from selector.bandwidth import VENDOR, row_for, table  # noqa: F401 - the table is the GPU table's
+from selector.bandwidth import VENDOR, row_for, shares_memory, table  # noqa: F401 - the table is the GPU table's
 
 
 def bandwidth_of(profile, device) -> tuple[float, str] | None:
@@ -80,9 +80,12 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
         row = next((x for x in table().get(VENDOR.get(kind, ""), []) if x["match"] == r.match), None)
         if row is None:
             continue
+        # the whole file over the bandwidth: llama-bench prints no other size (the estimate applies the
+        # fraction to the same kind of bound)
         bound = float(row["gbps"]) * 1e9 / (r.size_gib * (1 << 30))
-        by_gpu.setdefault((family_group(r.family) or VENDOR[kind], r.match), []).append(r.tps / bound)
-    out: dict[str, list[tuple[str, float]]] = {}
+        group = (family_group(r.family) or VENDOR[kind], shares_memory(kind, row))
+        by_gpu.setdefault((group, r.match), []).append(r.tps / bound)
+    out: dict[tuple, list[tuple[str, float]]] = {}
     for (group, match), effs in by_gpu.items():
         out.setdefault(group, []).append((match, median(effs)))
     return out
@@ -91,20 +94,22 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
 CALIBRATION_LEAST = 4  # GPU models pooled: with one left out, three remain (what docs/models.md's error is over)
 
 
-def calibration(results, runtime: str, family: str | None, vendor: str, exclude: str | None = None,
-                least: int = CALIBRATION_LEAST) -> dict | None:
+def calibration(results, runtime: str, family: str | None, vendor: str, shared: bool = False,
+                exclude: str | None = None, least: int = CALIBRATION_LEAST) -> dict | None:
     """The fraction of the bound real runs reach, for a backend on a family: from the published runs of
     GPUs of its family group where at least ``least`` GPU models were measured, else of the backend on
-    every GPU of the vendor.  {"low", "mid", "high" (fractions), "gpus", "runs" (GPU models), "group"}."""
+    every GPU of the vendor; either way only GPUs that, like this one, share the machine's memory
+    (``shared``) or have their own.  {"low", "mid", "high" (fractions), "gpus", "group"}."""
     from statistics import median
 
     effs = efficiencies(results, runtime, exclude)
     group = family_group(family) or vendor
-    pool, words = effs.get(group, []), group
+    pool, words = effs.get((group, shared), []), group
     if len(pool) < least:
-        vendor_groups = [g for g in effs if g == vendor or _vendor_of_group(g) == vendor]
+        vendor_groups = [g for g in effs if g[1] == shared and (g[0] == vendor or _vendor_of_group(g[0]) == vendor)]
         pool = [x for g in vendor_groups for x in effs[g]]
-        words = f"{VENDOR_WORDS.get(vendor, vendor)} GPUs"
+        kind = "" if vendor == "apple" else "integrated " if shared else "discrete "
+        words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
     if len(pool) < least:
         return None
     values = sorted(e for _m, e in pool)
