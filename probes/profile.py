@@ -243,6 +243,8 @@ def _check_scalar(value, typ: str, where, path):
     for alt in typ.replace(" ", "").split("|"):
         if alt == "None" and value is None:
             return value
+        if alt == "int" and ok["int"] and value < 0 and str(path).endswith("_bytes"):
+            raise ProfileError(where, path, f"must not be negative, found {value}")
         if alt in ok and ok[alt]:
             return value
         if alt == "list[str]" and isinstance(value, list) and all(isinstance(v, str) for v in value):

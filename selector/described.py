@@ -91,6 +91,11 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
     by ``ram``.  Integrated GPUs and SoCs that share system memory are refused: their memory is the
     machine's, which a name does not say."""
     p = Profile.from_dict(base.to_dict())
+    if gpus and (p.os.name == "macos" or p.metal.available):
+        # llama.cpp on a Mac runs on Metal (or its CPU): a card named beside it would be judged on a Mac,
+        # where no CUDA, ROCm or Vulkan build of the catalogs runs it
+        raise DescribeError(f"--gpu {gpus[0]!r}: this machine is a Mac, whose builds run on Metal or the CPU; describe "
+                            "a Linux or Windows machine instead (run it there, or give --root DIR of one)")
     vram_bytes = parse_size(vram, "--vram") if vram is not None else None
     if ram is not None and not gpus and (any(g.integrated for g in p.amd_gpus) or any(g.unified for g in p.nvidia_gpus)
                                          or p.metal.available):

@@ -91,6 +91,8 @@ def test_a_capture_directory_given_as_profiles_says_use_root(cli):
     (lambda p: p.update(executables={"llama-server": 3}), "executables",
      "must be an object of strings, found an object whose entry 'llama-server' is int"),
     (lambda p: p["amd_gpus"][0].update(vram_bytes="big"), "amd_gpus[0].vram_bytes", "must be an integer or null, found str 'big'"),
+    (lambda p: p["amd_gpus"][0].update(vram_bytes=-5), "amd_gpus[0].vram_bytes", "must not be negative, found -5"),
+    (lambda p: p["cpu"].update(memory_bytes=-1), "cpu.memory_bytes", "must not be negative, found -1"),
 ])
 def test_a_saved_profile_with_a_wrong_value_names_the_field_in_words(cli, tmp_path, patch, field, words):
     from conftest import profile_of

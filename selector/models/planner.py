@@ -314,8 +314,9 @@ def _per_gpu(profile, used: list[dict], res: dict, active: int, words: str) -> t
         n = f" ({len(used)} GPUs in turn)" if len(used) > 1 else ""
         return [(active, bws[0][0], f"{bws[0][0]:g} GB/s {words}{n}")], source
     parts = [active * w // total for w in weights]
-    return [(b, bw[0], f"{bw[0]:g} GB/s on GPU {d['device'].index} ({d['name']})")
-            for b, bw, d in zip(parts, bws, used)], source
+    names = [d["name"] for d in used]  # a device's index is its vendor's: the name says which GPU
+    labels = [n if names.count(n) == 1 else f"{n} #{names[:i + 1].count(n)}" for i, n in enumerate(names)]
+    return [(b, bw[0], f"{bw[0]:g} GB/s on {label}") for b, bw, label in zip(parts, bws, labels)], source
 
 
 def _slowest(profile, devs: list[dict]) -> tuple[float, str] | None:
