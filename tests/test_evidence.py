@@ -247,6 +247,8 @@ def test_the_pick_shows_what_was_published_for_the_backends_that_run_on_its_gpu(
                    ("rocm", "pp512", 1545.36, "Radeon 8060S", "b9187", "2026-05-18"),
                    ("vulkan", "pp512", 1337.7, "Radeon 8060S", "b9187", "2026-05-18")]
     assert all(e["source"].startswith("https://github.com/kyuz0/amd-strix-halo-toolboxes/") for e in rec["evidence"])
+    # the probe names the iGPU "8060S/8050S/8040S": which model it is cannot be told, so the runs are its family's
+    assert {e["scope"] for e in rec["evidence"]} == {"family"}
 
 
 def test_the_rx_7900_xtx_pick_cites_the_issue_that_compared_its_backends():
@@ -258,6 +260,7 @@ def test_the_rx_7900_xtx_pick_cites_the_issue_that_compared_its_backends():
     assert got == [("vulkan", "tg128", 172.0, "https://github.com/ggml-org/llama.cpp/issues/20934"),
                    ("rocm", "tg128", 136.5, "https://github.com/ggml-org/llama.cpp/issues/20934")]
     assert all("midpoint (derived)" in e["note"] for e in rec["evidence"])
+    assert {e["scope"] for e in rec["evidence"]} == {"gpu"}  # 24 GiB: of the XTX/XT/GRE, the XTX
 
 
 def test_the_pick_says_nothing_it_has_not_read():

@@ -86,4 +86,5 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
             from selector.evidence import words
 
             d.evidence, d.evidence_words = rows, words(rows, where)
+            d.evidence_scope = "gpu" if where == rows[0].match else "family"  # where: the model, else "gfx1100 (...)"
     return d
