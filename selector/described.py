@@ -151,8 +151,16 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         if not discrete:
             raise DescribeError("--vram gives the memory of discrete GPUs, and this machine has none "
                                 "(name one with --gpu)")
+        from selector.bandwidth import row_for
+
         for g in discrete:
-            if hasattr(g, "vram_bytes"):
+            amd = hasattr(g, "vram_bytes")
+            # the card is what its probed memory says it is ("RX 7900 XTX/XT/GRE" with 24 GiB: the XTX): named
+            # so before its memory changes, lest the new size make it another card of the name
+            row = row_for("amd_gpu", g.name, g.vram_bytes, exact=True) if amd and "/" in (g.name or "") else None
+            if row is not None:
+                g.name = f"AMD {row['match']}"
+            if amd:
                 g.vram_bytes, g.vram_used_bytes = vram_bytes, None
             else:
                 g.memory_bytes, g.memory_free_bytes = vram_bytes, None

@@ -185,3 +185,14 @@ def test_a_card_is_not_described_into_a_mac(cli, fixture, tmp_path):
     for args in (("llamacpp",), ("plan", "llamacpp", "--model", str(tmp_path / "m.gguf"))):
         r = cli("--root", machine(fixture), *args, "--gpu", "RTX 4090")
         assert r.rc == 2 and "this machine is a Mac" in r.err and "Traceback" not in r.err
+
+
+def test_less_vram_on_a_probed_card_does_not_make_it_another_card(cli, dense, tmp_path):
+    """The probe names Navi 31 'RX 7900 XTX/XT/GRE' and reads 24 GiB: the XTX (960 GB/s). Asked what 16 GiB
+    of it would hold, it stays the XTX, not the 16 GB GRE (576 GB/s)."""
+    r = cli("--root", machine("linux-ubuntu24.04-7950x-rx7900xtx"), "plan", "llamacpp", "--model", dense,
+            "--vram", "16G", "--ctx-size", "4096", "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0, r.err
+    p = r.json()
+    assert p["fit"]["devices"][0]["budget_bytes"] < 16 * GiB
+    assert p["speed_estimate"]["basis"].startswith("960 GB/s")
