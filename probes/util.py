@@ -21,9 +21,10 @@ def parse_int(text: str | None) -> int | None:
     if text is None:
         return None
     try:
-        return int(text.strip().split()[0])
+        value = int(text.strip().split()[0])
     except (ValueError, IndexError):
         return None
+    return value if value >= 0 else None  # sizes, ids and versions: a negative one is garbage
 
 
 def parse_kv(text: str | None) -> dict[str, str]:
@@ -49,7 +50,7 @@ def meminfo_total(text: str | None) -> int | None:
                 kb = int(parts[1])
             except (ValueError, IndexError):
                 return None
-            return kb * 1024
+            return kb * 1024 if kb >= 0 else None
     return None
 
 

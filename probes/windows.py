@@ -211,7 +211,7 @@ def _memory(s: Section, key: str) -> int | None:
                 value = None
         else:
             value = s.get("int", "display_adapters", key, name)
-        if value:
+        if value and value > 0:
             return value
     return None
 

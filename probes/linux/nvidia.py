@@ -80,7 +80,7 @@ def from_nvml(nv: dict, profile, system_memory, memory_source: str = "/proc/memi
         free = g.get("memory_free")
         free = free if isinstance(free, int) and not isinstance(free, bool) and 0 <= free <= (mem or 0) else None
         unified = False
-        if not isinstance(mem, int) or isinstance(mem, bool):
+        if not isinstance(mem, int) or isinstance(mem, bool) or mem < 0:
             unified = True
             if mem_fallback is None:
                 mem_fallback = system_memory()
