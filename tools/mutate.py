@@ -75,6 +75,8 @@ TESTS = {
                            "tests/test_first_hour.py"],
     "probes/memory.py": ["tests/test_models.py", "tests/test_fixtures.py"],
     "selector/evidence.py": ["tests/test_evidence.py", "tests/test_bench.py"],
+    "selector/bandwidth.py": ["tests/test_gpu_table.py", "tests/test_evidence.py", "tests/test_described.py",
+                              "tests/test_models.py"],
 }
 
 
