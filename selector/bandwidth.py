@@ -30,21 +30,17 @@ def _names(name: str) -> list[str]:
     """A device name as each card it can be: trademark signs out ("Radeon(TM) 890M"), and a name the PCI
     table gives several cards as each of them, a suffix taking the model number before it: "RX 7900
     XTX/XT/GRE" is the RX 7900 XTX, XT and GRE; "RX 6800/6800 XT/6900 XT" the RX 6800, 6800 XT and
-    6900 XT; "MI25 / Radeon Pro V340" each full name."""
-    out: list[str] = []
-    for full in re.split(r"\s+/\s+", _clean(name)):
-        parts = [p.strip() for p in full.split("/")]
-        out.append(parts[0])
-        if len(parts) == 1:
-            continue
-        words = parts[0].split()
-        numbered = [k for k, w in enumerate(words) if re.search(r"\d", w)] or [len(words) - 1]
-        prefix, base = " ".join(words[:numbered[-1]]), words[numbered[-1]]
-        for p in parts[1:]:
-            if not p:
-                continue
-            own = re.search(r"\d", p.split()[0])  # "6800 XT": a model of its own; "XT": the model before it
-            out.append(" ".join(x for x in (prefix, p if own else f"{base} {p}") if x))
+    6900 XT ("MI25 / Radeon Pro V340": each full name, as "MI25 Radeon Pro V340" holds it)."""
+    parts = [p.strip() for p in _clean(name).split("/") if p.strip()]
+    if len(parts) < 2:
+        return parts
+    words = parts[0].split()
+    numbered = [k for k, w in enumerate(words) if re.search(r"\d", w)] or [len(words) - 1]
+    prefix, base = " ".join(words[:numbered[-1]]), words[numbered[-1]]
+    out = [parts[0]]
+    for p in parts[1:]:
+        own = re.search(r"\d", p.split()[0])  # "6800 XT": a model of its own; "XT": the model before it
+        out.append(" ".join(x for x in (prefix, p if own else f"{base} {p}") if x))
     return out
 
 

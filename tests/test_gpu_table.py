@@ -71,3 +71,20 @@ def test_lunar_lake_names_reach_their_memory_system():
     # the probe's name for Lunar Lake's iGPU and the driver's (LPDDR5X-8533 on a 128-bit package bus)
     assert row_for("intel_gpu", "Intel Arc Graphics 130V/140V (Lunar Lake iGPU)")["gbps"] == 136.5
     assert row_for("intel_gpu", "Intel(R) Arc(TM) 140V GPU (16GB)")["match"] == "140V"
+
+
+@pytest.mark.parametrize("kind,name,shared", [
+    ("metal", "Apple M3 Max", True), ("nvidia_gpu", "NVIDIA GB10", True), ("amd_gpu", "AMD Radeon 8060S", True),
+    ("intel_gpu", "Intel(R) Arc(TM) 140V GPU (16GB)", True),
+    ("nvidia_gpu", "NVIDIA GeForce RTX 4090", False), ("amd_gpu", "AMD Radeon RX 7900 XTX", False),
+    ("intel_gpu", "Intel Arc Pro B70", False),
+])
+def test_which_gpus_read_the_machines_own_memory(kind, name, shared):
+    # the published runs of the two kinds are pooled apart (an iGPU reaches more of its bound than a card)
+    from selector.bandwidth import shares_memory
+
+    assert shares_memory(kind, row_for(kind, name)) is shared
+
+
+def test_a_name_with_an_empty_part_is_each_of_the_rest():
+    assert row_for("amd_gpu", "AMD Radeon RX 7800 XT//7700 XT/", 12 * GiB, exact=True)["match"] == "RX 7700 XT"
