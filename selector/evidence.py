@@ -65,8 +65,13 @@ class Result(Record):
 
 
 def _real_date(text: str) -> bool:
-    y, m, d = (int(x) for x in text.split("-"))
-    return 1 <= m <= 12 and 1 <= d <= (31 if m in (1, 3, 5, 7, 8, 10, 12) else 30 if m != 2 else 29)
+    import datetime
+
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _size(text, path, where) -> float | None:

@@ -375,6 +375,7 @@ def test_policy_measured_does_not_suggest_a_bench_the_recipe_has_not():
     ({"backend": "vulkan", "runtime": "Asahi Linux, Honeykrisp Vulkan driver (not MoltenVK)", "gpu": "Apple M2 Max",
       "match": "M2 Max", "family": None}, "linux"),
     ({"where": "said nothing", "os": "windows"}, "windows"),  # the entry's own word first
+    ({"where": "said nothing", "backend": "cpu", "os": "macos"}, "macos"),
 ])
 def test_each_result_is_filed_under_the_os_it_ran_on(change, os_name):
     (r,) = evidence.parse({"results": [_entry(**change)]})
@@ -444,3 +445,20 @@ def moe_plan_model(tmp_path_factory):
     import gguf_models as gm
 
     return gm.write(str(tmp_path_factory.mktemp("estimate") / "Qwen3-30B-A3B-Q4_K_M.gguf"), "qwen3-30b-a3b")
+
+
+@pytest.mark.parametrize("date,ok", [("2025-12-31", True), ("2024-02-29", True), ("2025-02-29", False),
+                                     ("2025-11-31", False), ("2025-13-01", False)])
+def test_a_date_is_a_day_of_the_calendar(date, ok):
+    if ok:
+        assert evidence.parse({"results": [_entry(date=date)]})[0].date == date
+    else:
+        with pytest.raises(InputError, match=re.escape("results[0].date")):
+            evidence.parse({"results": [_entry(date=date)]}, "published.json")
+
+
+@pytest.mark.parametrize("tps,said", [(9.46, "9.5"), (99.94, "99.9"), (100.0, "100"), (1545.36, "1545")])
+def test_a_rate_is_said_to_a_tenth_below_a_hundred_and_whole_above(tps, said):
+    es = [_entry(backend=b, tps=t, pair="p") for b, t in (("vulkan", tps), ("cuda", 1.0))]
+    rows = evidence.comparison(evidence.parse({"results": es}), {"vulkan", "cuda"})
+    assert f"vulkan {rows[0].test} {said} vs cuda 1.0" in evidence.words(rows, "RTX 2070")
