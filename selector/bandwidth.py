@@ -44,6 +44,7 @@ def _names(name: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def _matching(kind: str, alt: str) -> list[dict]:
     """The rows whose name is in ``alt`` as whole words, the longest where one contains another ("RTX 4090
     Laptop", not "RTX 4090"; "RX 9070 XT", not "RX 9070")."""
@@ -73,6 +74,7 @@ def shares_memory(kind: str, row: dict) -> bool:
         r"igpu|unified|system memory|soc\b|jetson|apu", row.get("note", ""), re.I))
 
 
+@lru_cache(maxsize=4096)  # the table does not change while the process runs; a fleet asks of the same cards
 def row_for(kind: str, name: str | None, memory_bytes: int | None = None, exact: bool = False) -> dict | None:
     """The table's row of a device of ``kind`` named ``name`` ("NVIDIA GeForce RTX 4090").  Where the
     name fits several cards (the PCI table's "RX 7900 XTX/XT/GRE"), its memory tells them apart; failing
