@@ -55,8 +55,9 @@ def _matching(kind: str, alt: str) -> list[dict]:
 
 
 # a word after a model's name that makes it another card: "M5" is not an "M5 Max", "RTX 3060" not an
-# "RTX 3060 Ti" (where the table has no row of the variant, the name is of no row, not of the base card)
-_NOT_A_VARIANT = r"(?![ -]+(?:pro|max|ultra|ti|super|xtx|xt|gre|laptop|mobile)(?![A-Za-z0-9]))"
+# "RTX 3060 Ti", "RTX 2000 Ada" not an "RTX 2000 Ada Generation Laptop GPU" (where the table has no row of
+# the variant, the name is of no row, not of the base card)
+_NOT_A_VARIANT = r"(?![ -]+(?:generation[ -]+)?(?:pro|max|ultra|ti|super|xtx|xt|gre|laptop|mobile)(?![A-Za-z0-9]))"
 
 
 def candidates(kind: str, name: str | None) -> list[dict]:
@@ -72,6 +73,16 @@ def shares_memory(kind: str, row: dict) -> bool:
     than memory of its own: its runs reach a different share of the bound than a card's."""
     return kind == "metal" or bool(row.get("typical") or row["match"] in ("Orin", "Xavier") or re.search(
         r"igpu|unified|system memory|soc\b|jetson|apu", row.get("note", ""), re.I))
+
+
+def memory_kind(kind: str, row: dict) -> str:
+    """"shared" (the machine's own memory: shares_memory), "hbm" (a card's stacked HBM, by the table's
+    note) or "own" (a card's GDDR): llama.cpp's generation kernels reach a different share of each kind's
+    bound (docs/models.md: A100 and H100 cards about 43% of theirs, GDDR cards of the same families 60-84%),
+    so the estimate pools them apart."""
+    if shares_memory(kind, row):
+        return "shared"
+    return "hbm" if re.search(r"\bHBM", row.get("note", "")) else "own"
 
 
 @lru_cache(maxsize=4096)  # the table does not change while the process runs; a fleet asks of the same cards

@@ -17,6 +17,7 @@ GiB = 1 << 30
     ("nvidia_gpu", "NVIDIA GeForce RTX 4090 Laptop GPU", "RTX 4090 Laptop"),  # the longest name it holds
     ("nvidia_gpu", "NVIDIA GeForce RTX 4080 SUPER", "RTX 4080 SUPER"),
     ("nvidia_gpu", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000"),
+    ("nvidia_gpu", "NVIDIA RTX 4000 Ada Generation", "RTX 4000 Ada"),
     ("amd_gpu", "AMD Radeon RX 9060 XT", "RX 9060 XT"),
     ("amd_gpu", "AMD Radeon(TM) 890M Graphics", "Radeon 890M"),  # trademark signs are not words
     ("amd_gpu", "AMD Radeon (TM) Pro VII", "Radeon Pro VII"),  # not the Radeon VII
@@ -34,6 +35,9 @@ def test_a_device_name_is_the_model_its_maker_sells(kind, name, row):
     ("nvidia_gpu", "NVIDIA GeForce RTX 4090 Ti"),
     ("amd_gpu", "AMD Radeon RX 6700"),  # the 10 GB RX 6700 is not the RX 6700 XT
     ("nvidia_gpu", "NVIDIA GeForce RTX 40900"),  # not a whole word
+    # NVIDIA names its Ada workstation laptops "RTX 2000 Ada Generation Laptop GPU" (8 GB, not the 16 GB card)
+    ("nvidia_gpu", "NVIDIA RTX 2000 Ada Generation Laptop GPU"),
+    ("nvidia_gpu", "NVIDIA RTX 4000 SFF Ada Generation"),  # 280 GB/s: not the RTX 4000 Ada's 360
 ])
 def test_a_variant_the_table_lacks_is_no_row_not_its_base_card(kind, name):
     assert row_for(kind, name) is None
@@ -84,6 +88,18 @@ def test_which_gpus_read_the_machines_own_memory(kind, name, shared):
     from selector.bandwidth import shares_memory
 
     assert shares_memory(kind, row_for(kind, name)) is shared
+
+
+@pytest.mark.parametrize("kind,name,memory", [
+    ("nvidia_gpu", "NVIDIA H100 80GB HBM3", "hbm"), ("nvidia_gpu", "NVIDIA A100 80GB PCIe", "hbm"),
+    ("amd_gpu", "AMD Instinct MI50", "hbm"), ("nvidia_gpu", "NVIDIA GeForce RTX 4090", "own"),
+    ("nvidia_gpu", "NVIDIA L40S", "own"), ("amd_gpu", "AMD Radeon 8060S", "shared"), ("metal", "Apple M3 Max", "shared"),
+])
+def test_which_cards_have_stacked_memory(kind, name, memory):
+    # the estimate pools HBM cards apart from GDDR ones: llama.cpp reads a smaller share of HBM's bound
+    from selector.bandwidth import memory_kind
+
+    assert memory_kind(kind, row_for(kind, name)) == memory
 
 
 def test_a_name_with_an_empty_part_is_each_of_the_rest():
