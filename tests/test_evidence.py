@@ -436,8 +436,43 @@ def test_an_igpu_is_not_estimated_from_cards_nor_a_mixture_of_experts_from_dense
     # Strix Halo's 8060S reads the machine's memory: two such GPU models are published, too few to pool
     p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")
     assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
+    assert "AMD GPUs sharing the machine's memory" in p["speed_estimate"]["no_estimate"]
     p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", moe_plan_model, "--backend", "rocm")
     assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
+    assert p["speed_estimate"]["no_estimate"].startswith("a mixture of experts")
+
+
+def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_not_from_them(dense14b):
+    """CUDA runs on sm_8X cards with GDDR (NVIDIA's spec sheets in the GPU table) estimate an RTX 4090; the
+    A100s' and H100's runs (HBM: about 43% of their bound where the GDDR cards reach 60-84%) are pooled
+    apart, and three HBM GPU models are too few to estimate an H100 from."""
+    from statistics import median
+
+    from selector.bandwidth import table
+
+    nv = {r["match"]: r for r in table()["nvidia"]}
+    shares: dict[str, list[float]] = {}
+    hbm = set()
+    for r in evidence.load():
+        if r.backend != "cuda" or not r.test.startswith("tg") or not r.size_gib or r.size_gib < 2 \
+                or re.search(r"moe|gpt-oss|A\d+B", r.model, re.I) or r.match not in nv:
+            continue
+        if "HBM" in nv[r.match].get("note", ""):
+            hbm.add(r.match)
+        elif r.family and r.family.startswith("sm_8") and r.match != "GB10":
+            shares.setdefault(r.match, []).append(r.tps * r.size_gib * (1 << 30) / (nv[r.match]["gbps"] * 1e9))
+    per_gpu = {m: median(v) for m, v in shares.items()}
+    assert len(per_gpu) >= 4 and {"A100 80GB PCIe", "H100 PCIe"} <= hbm and len(hbm) < 4
+    p = _plan("linux-ubuntu24.04-rtx4090", dense14b, "--backend", "cuda")
+    est = p["speed_estimate"]["estimate"]
+    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "sm_8X"
+    assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 1008e9 / p["model"]["weights_bytes"], rel=2e-3)
+    dates = sorted(r.date for r in evidence.load() if r.match in per_gpu and r.backend == "cuda" and r.test.startswith("tg")
+                   and r.size_gib and r.size_gib >= 2 and not re.search(r"moe|gpt-oss", r.model, re.I))
+    assert est["dates"] == [dates[0], dates[-1]] and f"{dates[0][:7]} to {dates[-1][:7]}" in est["basis"]
+    p = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")
+    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
+    assert p["speed_estimate"]["no_estimate"].startswith("fewer than 4 models of NVIDIA GPUs with HBM have published cuda")
 
 
 @pytest.fixture(scope="module")

@@ -26,13 +26,13 @@ def rows():
     out = []
     for runtime in ("cuda", "rocm", "vulkan", "metal", "sycl"):
         effs = speed.efficiencies(results, runtime)
-        for (group, shared), pool in sorted(effs.items()):
-            for match, actual in sorted(pool):
+        for (group, memory), pool in sorted(effs.items()):
+            for match, actual, _dates in sorted(pool):
                 vendor = next(v for v in VENDOR.values() if any(x["match"] == match for x in table().get(v, [])))
                 family = next((r.family for r in results if r.match == match), None)
                 n = sum(1 for r in results if r.match == match and r.backend == runtime and r.test.startswith("tg")
                         and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB and speed._dense(r.model))
-                cal = speed.calibration(results, runtime, family, vendor, shared, exclude=match,
+                cal = speed.calibration(results, runtime, family, vendor, memory, exclude=match,
                                         least=speed.CALIBRATION_LEAST - 1)  # the same pool, less this GPU
                 out.append({"gpu": match, "backend": runtime, "runs": n, "actual": actual,
                             "predicted": cal["mid"] if cal else None, "pool": cal["group"] if cal else None,

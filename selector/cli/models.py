@@ -499,7 +499,10 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
             say(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated ({est['low']:.0f}-{est['high']:.0f}; "
                 f"{est['basis']}); at most ~{e['tokens_per_s']:.0f} by the bandwidth bound ({e['basis']})", style="dim")
         else:
-            say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})", style="dim")
+            say(f"speed: at most ~{e['tokens_per_s']:.0f} tokens/s generated (estimate: {e['basis']})"
+                # a plan all on GPUs says why it has the bound alone; a CPU share is the bound's by nature
+                + (f"; no estimate nearer: {e['no_estimate']}" if e.get("no_estimate") and s in ("fits", "split") else ""),
+                style="dim")
     elif out.get("speed_missing"):
         say(f"speed: no estimate ({out['speed_missing']})", style="dim")
     if s == "no":

@@ -236,13 +236,25 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
            "bytes_per_token": per_token, "source": source,
            "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
     # the estimate is what the calibration was made of: dense models of 2 GiB or more, on GPUs of one kind
-    from selector.models.speed import MIN_CALIBRATION_GIB
+    from selector.models.speed import CALIBRATION_LEAST, MIN_CALIBRATION_GIB
 
     same_kind = len({(d["device"].type, d["device"].family) for d in used}) == 1
-    if status in ("fits", "split") and same_kind and not facts.get("n_expert") \
-            and facts["weights_bytes"] >= MIN_CALIBRATION_GIB * GIB:
-        est = calibrated(res.get("runtime") or "", used, profile)
-        if est is not None:
+    runtime = res.get("runtime") or ""
+    if status not in ("fits", "split"):
+        out["no_estimate"] = "the published runs it is made of had the whole model on GPUs"
+    elif not same_kind:
+        out["no_estimate"] = "the published runs it is made of were each on GPUs of one kind"
+    elif facts.get("n_expert"):
+        out["no_estimate"] = "a mixture of experts reads less than its file per token; the published runs pooled are of dense models"
+    elif facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
+        out["no_estimate"] = f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than by bandwidth"
+    else:
+        est = calibrated(runtime, used, profile)
+        if est is None:
+            out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
+                                  f"have published {runtime} generation runs of a dense model of "
+                                  f"{MIN_CALIBRATION_GIB} GiB or more")
+        else:
             cal, n = est
             # the fractions are of the bound over the whole file (llama-bench prints no other size): applied
             # to the same bound here, not to the one over the weights a token reads
@@ -250,17 +262,41 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
             out["estimate"] = {"tokens_per_s": round(whole * cal["mid"], 1), "low": round(whole * cal["low"], 1),
                                "high": round(whole * cal["high"], 1), "fraction": round(cal["mid"], 3),
                                "gpus": cal["gpus"], "group": cal["group"],
-                               "basis": f"what published {res.get('runtime')} generation runs on {n} GPU models "
-                                        f"({cal['group']}) reached of their own bound; llama-bench-published.json"}
+                               "dates": list(cal["dates"]),
+                               "basis": f"what published {runtime} generation runs on {n} GPU models "
+                                        f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
+                                        f"llama-bench-published.json"}
     return out
+
+
+def _kind_words(used: list[dict], profile) -> str:
+    """The GPUs the estimate would pool, in words: the vendor's, of this one's kind of memory (its family
+    group is tried first, and has no more of them)."""
+    from selector.bandwidth import VENDOR, memory_kind, row_for
+    from selector.models.speed import VENDOR_WORDS
+
+    dev = used[0]["device"]
+    row = row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes)
+    vendor = VENDOR.get(dev.type, "")
+    if vendor == "apple":
+        return "Apple chips"
+    memory = {"shared": "sharing the machine's memory", "hbm": "with HBM", "own": "with memory of their own"}[
+        memory_kind(dev.type, row)] if row else ""
+    return " ".join(x for x in (VENDOR_WORDS.get(vendor, vendor), "GPUs", memory) if x)
+
+
+def _span(dates) -> str:
+    """The months the runs were published in: "2024-05" or "2024-05 to 2026-03" (builds change speed)."""
+    first, last = dates[0][:7], dates[1][:7]
+    return first if first == last else f"{first} to {last}"
 
 
 def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | None:
     """The fraction of the bandwidth bound published runs of this backend reached on the family of the
-    GPUs the plan uses (one kind: the caller's rule), among GPUs that share the machine's memory or not as
-    they do (speed.calibration), and how many GPU models it pools; None without enough of them."""
+    GPUs the plan uses (one kind: the caller's rule), among GPUs of their kind of memory (shared, HBM or
+    GDDR: speed.calibration), and how many GPU models it pools; None without enough of them."""
     from selector import evidence
-    from selector.bandwidth import VENDOR, row_for, shares_memory
+    from selector.bandwidth import VENDOR, memory_kind, row_for
     from selector.models.speed import calibration
 
     if not used or runtime not in ("rocm", "cuda", "vulkan", "metal", "sycl"):
@@ -276,7 +312,7 @@ def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | No
     except InputError:  # the estimate is extra: a broken file is said by `pick`, which reads it too
         return None
     cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
-                      shares_memory(dev.type, row))
+                      memory_kind(dev.type, row))
     return (cal, len(cal["gpus"])) if cal else None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from selector.bandwidth import VENDOR, row_for, shares_memory, table  # noqa: F401 - the table is the GPU table's
+from selector.bandwidth import VENDOR, memory_kind, row_for, table  # noqa: F401 - the table is the GPU table's
 
 
 def bandwidth_of(profile, device) -> tuple[float, str] | None:
@@ -67,11 +67,12 @@ def _dense(model: str) -> bool:
 
 def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str, list[tuple[str, float]]]:
     """What fraction of the bandwidth bound each published generation run reached, by GPU family group:
-    {group: [(GPU model, fraction), ...]}, one fraction per GPU model (the median of its runs) so a GPU
+    {group: [(GPU model, fraction, (first date, last date)), ...]}, one fraction per GPU model (the median of its runs) so a GPU
     measured often does not outweigh the rest.  ``exclude``: a GPU model left out (leave-one-out)."""
     from statistics import median
 
     by_gpu: dict[tuple, list[float]] = {}
+    dates: dict[tuple, list[str]] = {}
     for r in results:
         if r.backend != runtime or not r.test.startswith("tg") or not r.size_gib or r.match == exclude \
                 or r.size_gib < MIN_CALIBRATION_GIB or not _dense(r.model):
@@ -83,38 +84,41 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
         # the whole file over the bandwidth: llama-bench prints no other size (the estimate applies the
         # fraction to the same kind of bound)
         bound = float(row["gbps"]) * 1e9 / (r.size_gib * (1 << 30))
-        group = (family_group(r.family) or VENDOR[kind], shares_memory(kind, row))
+        group = (family_group(r.family) or VENDOR[kind], memory_kind(kind, row))
         by_gpu.setdefault((group, r.match), []).append(r.tps / bound)
-    out: dict[tuple, list[tuple[str, float]]] = {}
+        dates.setdefault((group, r.match), []).append(r.date)
+    out: dict[tuple, list[tuple[str, float, tuple[str, str]]]] = {}
     for (group, match), effs in by_gpu.items():
-        out.setdefault(group, []).append((match, median(effs)))
+        ds = dates[(group, match)]
+        out.setdefault(group, []).append((match, median(effs), (min(ds), max(ds))))
     return out
 
 
 CALIBRATION_LEAST = 4  # GPU models pooled: with one left out, three remain (what docs/models.md's error is over)
 
 
-def calibration(results, runtime: str, family: str | None, vendor: str, shared: bool = False,
+def calibration(results, runtime: str, family: str | None, vendor: str, memory: str = "own",
                 exclude: str | None = None, least: int = CALIBRATION_LEAST) -> dict | None:
     """The fraction of the bound real runs reach, for a backend on a family: from the published runs of
     GPUs of its family group where at least ``least`` GPU models were measured, else of the backend on
-    every GPU of the vendor; either way only GPUs that, like this one, share the machine's memory
-    (``shared``) or have their own.  {"low", "mid", "high" (fractions), "gpus", "group"}."""
+    every GPU of the vendor; either way only GPUs of this one's kind of memory (``memory``:
+    bandwidth.memory_kind, the machine's shared memory, a card's HBM or its GDDR).  {"low", "mid",
+    "high" (fractions), "gpus", "group", "dates": the first and last day the pooled runs were published}."""
     from statistics import median
 
     effs = efficiencies(results, runtime, exclude)
     group = family_group(family) or vendor
-    pool, words = effs.get((group, shared), []), group
+    pool, words = effs.get((group, memory), []), group + (" with HBM" if memory == "hbm" else "")
     if len(pool) < least:
-        vendor_groups = [g for g in effs if g[1] == shared and (g[0] == vendor or _vendor_of_group(g[0]) == vendor)]
+        vendor_groups = [g for g in effs if g[1] == memory and (g[0] == vendor or _vendor_of_group(g[0]) == vendor)]
         pool = [x for g in vendor_groups for x in effs[g]]
-        kind = "" if vendor == "apple" else "integrated " if shared else "discrete "
+        kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
         words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
     if len(pool) < least:
         return None
-    values = sorted(e for _m, e in pool)
-    return {"low": values[0], "mid": median(values), "high": values[-1], "gpus": [m for m, _e in pool],
-            "group": words}
+    values = sorted(e for _m, e, _d in pool)
+    return {"low": values[0], "mid": median(values), "high": values[-1], "gpus": [m for m, _e, _d in pool],
+            "group": words, "dates": (min(d[0] for _m, _e, d in pool), max(d[1] for _m, _e, d in pool))}
 
 
 VENDOR_WORDS = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel", "apple": "Apple"}
