@@ -303,6 +303,7 @@ def test_the_leave_one_out_table_in_the_docs_is_the_catalogs():
 
     text = open(os.path.join(ROOT, "docs", "models.md"), encoding="utf-8").read()
     assert evidence_table.markdown() in text
+    assert evidence_table.prompt_markdown() in text
 
 
 def test_sizes_and_parameters_are_read_in_llama_benchs_units():
@@ -429,6 +430,8 @@ def test_a_cards_estimate_is_what_published_cards_reached_of_the_bound_over_the_
     est = p["speed_estimate"]["estimate"]
     assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "AMD discrete GPUs"
     assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], rel=2e-3)
+    assert (est["low"], est["high"]) == pytest.approx(
+        (min(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], max(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"]), rel=2e-3)
     assert est["low"] < est["tokens_per_s"] < est["high"] < p["speed_estimate"]["tokens_per_s"]
 
 
@@ -473,6 +476,61 @@ def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_no
     p = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")
     assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
     assert p["speed_estimate"]["no_estimate"].startswith("fewer than 4 models of NVIDIA GPUs with HBM have published cuda")
+
+
+def _runs(backend, memory_gpus, family=None, os_name="linux", size="4.00 GiB"):
+    return evidence.parse({"results": [
+        _entry(gpu=gpu, match=gpu, family=family, backend=backend, os=os_name, test="tg128", tps=tps, size=size,
+               params="7.0 B", model="llama 7B Q4_0") for gpu, tps in memory_gpus]})
+
+
+def test_the_estimate_pools_by_family_then_vendor_with_words_that_say_which():
+    from selector.bandwidth import table
+    from selector.models import speed
+
+    gbps = {r["match"]: r["gbps"] for v in table().values() if isinstance(v, list) for r in v if "match" in r}
+    # four Apple chips, each run of a file of exactly 2 GiB (the floor is inclusive): no family, the vendor's words
+    apple = [("M1 Max", 40.0), ("M2 Max", 50.0), ("M3 Max", 60.0), ("M2 Ultra", 100.0)]
+    cal = speed.calibration(_runs("metal", apple, os_name="macos", size="2.00 GiB"), "metal", None, "apple", "shared")
+    fractions = sorted(tps * 2 * (1 << 30) / (gbps[g] * 1e9) for g, tps in apple)
+    assert cal["group"] == "Apple GPUs" and sorted(cal["gpus"]) == sorted(g for g, _ in apple)
+    assert (cal["low"], cal["high"]) == pytest.approx((fractions[0], fractions[-1]))
+    # four HBM cards of one family group: the family's pool, said as such; a GDDR card of it is not estimated
+    hbm = [("A100 80GB PCIe", 100.0), ("A100-SXM4-80GB", 110.0), ("A100-PCIE-80GB", 105.0), ("A100", 90.0)]
+    runs = _runs("cuda", hbm, family="sm_80")
+    assert speed.calibration(runs, "cuda", "sm_80", "nvidia", "hbm")["group"] == "sm_8X with HBM"
+    assert speed.calibration(runs, "cuda", "sm_86", "nvidia", "own") is None
+
+
+def test_a_prompt_rate_is_the_latest_sources_runs_on_this_gpu_scaled_by_parameters(dense14b):
+    """llama-bench's params column times its pp512 rate, over this model's parameters (plan's JSON
+    ``model.params``): the RX 7900 XTX's ROCm runs of dense models, those of the latest source alone."""
+    from statistics import median
+
+    runs = [r for r in evidence.load() if r.match == "RX 7900 XTX" and r.backend == "rocm" and r.test == "pp512"
+            and r.size_gib and r.size_gib >= 2 and not re.search(r"moe|gpt-oss|A\d+B", r.model, re.I)]
+    latest = max(runs, key=lambda r: r.date)
+    runs = [r for r in runs if r.url == latest.url]
+    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "rocm")
+    pr = p["speed_estimate"]["prompt"]
+    assert pr["test"] == "pp512" and pr["gpu"] == "RX 7900 XTX" and pr["source"] == latest.url and pr["runs"] == len(runs)
+    assert pr["tokens_per_s"] == pytest.approx(median(r.tps * r.params_b * 1e9 for r in runs) / p["model"]["params"], rel=1e-3)
+    # no pp512 of a dense model was published for the 7900 XTX's Vulkan build, nor of any on an H100 SXM
+    assert "prompt" not in _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "vulkan")["speed_estimate"]
+    assert "prompt" not in _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")["speed_estimate"]
+
+
+def test_the_prompt_rate_comes_from_one_source_the_latest():
+    """Two posts of the same GPU and backend, a year apart: the later one's build is the rate."""
+    from selector.models import speed
+
+    old = evidence.parse({"results": [_entry(test="pp512", tps=1000.0, date="2025-01-01", url="https://github.com/a/b/issues/1",
+                                             model="llama 8B Q4_0", size="4.33 GiB", params="8.03 B")]})
+    new = evidence.parse({"results": [_entry(test="pp512", tps=2000.0, date="2026-01-01", url="https://github.com/a/b/issues/2",
+                                             model="llama 7B Q4_0", size="3.56 GiB", params="6.74 B")]})
+    # both are dense and over 2 GiB, so both count; the later post alone is used (6.74 B: its own rate)
+    est = speed.prompt_estimate(old + new, old[0].backend, old[0].match, int(6.74e9))
+    assert est["tokens_per_s"] == pytest.approx(2000.0) and est["runs"] == 1 and est["date"] == "2026-01-01"
 
 
 @pytest.fixture(scope="module")

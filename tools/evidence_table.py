@@ -5,7 +5,8 @@ For every GPU model with published generation runs (dense models, llama-bench tg
 fraction of the bandwidth bound it reached (the median of its runs) is set beside the fraction the
 estimate would use for it without its own runs (speed.calibration with ``exclude``): the error is
 how far the estimate's tokens/s would be from what was measured.  Prints the markdown table
-docs/models.md carries; tests/test_evidence.py checks the doc against it.
+docs/models.md carries; tests/test_evidence.py checks the doc against it.  ``--prompt``: the same for
+the prompt processing estimate, each pp512 run predicted from its source's runs of other models.
 """
 
 from __future__ import annotations
@@ -57,5 +58,40 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def prompt_rows():
+    """Each published pp512 run of a dense model predicted from the other models' runs of the same source
+    (one post, one GPU, one backend, one build), as plan's prompt estimate would without it."""
+    results = evidence.load()
+    groups: dict[tuple, list] = {}
+    for r in results:
+        if r.test == speed.PROMPT_TEST and r.params_b and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB \
+                and speed._dense(r.model):
+            groups.setdefault((r.match, r.backend, r.url), []).append(r)
+    out = []
+    for (match, backend, _url), runs in sorted(groups.items()):
+        if len({r.model for r in runs}) < 2:
+            continue
+        for r in runs:
+            est = speed.prompt_estimate(runs, backend, match, int(r.params_b * 1e9), exclude_model=r.model)
+            out.append({"gpu": match, "backend": backend, "model": r.model, "build": r.build or "-", "actual": r.tps,
+                        "predicted": est["tokens_per_s"], "error": est["tokens_per_s"] / r.tps - 1})
+    return out
+
+
+def prompt_markdown() -> str:
+    rs = prompt_rows()
+    lines = ["| GPU | backend | model | build | pp512 published | from the source's other models | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['gpu']} | {r['backend']} | {r['model']} | {r['build']} | {r['actual']:.0f} | "
+                     f"{r['predicted']:.0f} | {r['error']:+.0%} |")
+    errs = [abs(r["error"]) for r in rs]
+    within = sum(1 for e in errs if e <= 0.25)
+    lines.append("")
+    lines.append(f"{len(errs)} runs predicted: median error {median(errs):.0%}, {within} of {len(errs)} within 25%, "
+                 f"the largest {max(errs):.0%}.")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown())
+    sys.stdout.write(prompt_markdown() if "--prompt" in sys.argv[1:] else markdown())

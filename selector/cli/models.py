@@ -503,6 +503,10 @@ def _plan_human(con, out: dict, res: dict, d, model, devs) -> None:
                 # a plan all on GPUs says why it has the bound alone; a CPU share is the bound's by nature
                 + (f"; no estimate nearer: {e['no_estimate']}" if e.get("no_estimate") and s in ("fits", "split") else ""),
                 style="dim")
+        pr = e.get("prompt")
+        if pr:
+            say(f"prompt: ~{pr['tokens_per_s']:.0f} tokens/s processed ({pr['test']}"
+                + (f", {pr['low']:.0f}-{pr['high']:.0f}" if pr["runs"] > 1 else "") + f"; {pr['basis']})", style="dim")
     elif out.get("speed_missing"):
         say(f"speed: no estimate ({out['speed_missing']})", style="dim")
     if s == "no":

@@ -266,7 +266,40 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
                                "basis": f"what published {runtime} generation runs on {n} GPU models "
                                         f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
                                         f"llama-bench-published.json"}
+    if status in ("fits", "split") and not facts.get("n_expert"):
+        prompt = _prompt(runtime, used, profile, facts.get("params") or 0)
+        if prompt is not None:
+            out["prompt"] = prompt
     return out
+
+
+def _prompt(runtime: str, used: list[dict], profile, params: int) -> dict | None:
+    """The prompt processing estimate (speed.prompt_estimate) where every GPU the plan uses is one model
+    of the GPU table (a split over equal cards processes a prompt layer after layer, as one card would)."""
+    from selector import evidence
+    from selector.bandwidth import row_for
+    from selector.models.speed import PROMPT_TEST, prompt_estimate
+
+    rows = [row_for(d["device"].type, profile.metal.chip if d["device"].type == "metal" else d["device"].name,
+                    d["device"].memory_bytes) for d in used]
+    if not rows or rows[0] is None or any(r is not rows[0] for r in rows):
+        return None
+    from probes.host import InputError
+
+    try:
+        results = evidence.load()
+    except InputError:
+        return None
+    est = prompt_estimate(results, runtime, rows[0]["match"], params)
+    if est is None:
+        return None
+    made = f"{est['build']}, " if est["build"] else ""
+    return {"test": PROMPT_TEST, "tokens_per_s": round(est["tokens_per_s"], 1), "low": round(est["low"], 1),
+            "high": round(est["high"], 1), "runs": est["runs"], "gpu": est["gpu"], "source": est["url"],
+            "date": est["date"],
+            "basis": (f"{est['runs']} published {runtime} {PROMPT_TEST} runs of dense models" if est["runs"] > 1 else
+                      f"a published {runtime} {PROMPT_TEST} run of {est['models'][0]}")
+                     + f" on the {est['gpu']}, scaled by parameters ({made}{est['date'][:7]}; {est['url']})"}
 
 
 def _kind_words(used: list[dict], profile) -> str:

@@ -107,10 +107,10 @@ def calibration(results, runtime: str, family: str | None, vendor: str, memory: 
     from statistics import median
 
     effs = efficiencies(results, runtime, exclude)
-    group = family_group(family) or vendor
-    pool, words = effs.get((group, memory), []), group + (" with HBM" if memory == "hbm" else "")
+    group = family_group(family)  # none for an Apple chip or an Intel GPU: the vendor's pool is theirs
+    pool, words = (effs.get((group, memory), []), group + (" with HBM" if memory == "hbm" else "")) if group else ([], "")
     if len(pool) < least:
-        vendor_groups = [g for g in effs if g[1] == memory and (g[0] == vendor or _vendor_of_group(g[0]) == vendor)]
+        vendor_groups = [g for g in effs if g[1] == memory and _vendor_of_group(g[0]) == vendor]
         pool = [x for g in vendor_groups for x in effs[g]]
         kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
         words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
@@ -125,4 +125,32 @@ VENDOR_WORDS = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel", "apple": "Ap
 
 
 def _vendor_of_group(group: str) -> str:
+    """gfx110X -> amd, sm_8X -> nvidia; a vendor's own group (an Apple chip's, an Intel GPU's) is itself."""
     return "amd" if group.startswith("gfx") else "nvidia" if group.startswith("sm_") else group
+
+
+PROMPT_TEST = "pp512"  # the prompt test llama-bench runs by default, and the one most published
+
+
+def prompt_estimate(results, runtime: str, match: str, params: int, exclude_model: str | None = None) -> dict | None:
+    """Prompt processing tokens/s of a dense model of ``params`` weights on GPU model ``match`` with
+    ``runtime``, from the published pp512 runs of dense models (2 GiB or more) on that GPU and backend:
+    a prompt's cost is about two operations per weight per token, so a run's rate times its parameters,
+    over this model's, is this model's rate.  Only the latest source's runs are taken (one post, one
+    build: prompt speed changes a lot between builds).  None where none was published.
+    ``exclude_model``: a model left out (the check of docs/models.md).  {"tokens_per_s", "low", "high",
+    "runs", "gpu", "models", "url", "date", "build"}."""
+    from statistics import median
+
+    runs = [r for r in results if r.backend == runtime and r.match == match and r.test == PROMPT_TEST
+            and r.params_b and r.size_gib and r.size_gib >= MIN_CALIBRATION_GIB and _dense(r.model)
+            and r.model != exclude_model]
+    if not runs or params <= 0:
+        return None
+    latest = max(runs, key=lambda r: (r.date, sum(1 for o in runs if o.url == r.url))).url
+    runs = [r for r in runs if r.url == latest]
+    rates = sorted(r.tps * r.params_b * 1e9 / params for r in runs)
+    builds = {r.build for r in runs}
+    return {"tokens_per_s": median(rates), "low": rates[0], "high": rates[-1], "runs": len(runs), "gpu": match,
+            "models": sorted({r.model for r in runs}), "url": latest, "date": max(r.date for r in runs),
+            "build": builds.pop() if len(builds) == 1 else None}
