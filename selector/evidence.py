@@ -172,7 +172,7 @@ def for_device(results, kind: str, name: str | None, family: str | None, os_name
                memory_bytes: int | None = None) -> list[tuple[str, list[Result]]]:
     """The results that speak for a device, nearest first: its own model of GPU (the GPU table's row its
     name is, the rule the speed bound uses), then the rest of its family (gfx1100, sm_89).  Each as
-    (words for it, results)."""
+    (the GPU model or the family, results)."""
     from selector.bandwidth import row_for
 
     if os_name:  # a driver is its OS's: Linux's RADV and ROCm say little of Windows' AMD driver
@@ -184,7 +184,7 @@ def for_device(results, kind: str, name: str | None, family: str | None, os_name
     if own:
         out.append((row["match"], own))
     if kin:
-        out.append((f"{family} ({', '.join(dict.fromkeys(r.match for r in kin))})", kin))
+        out.append((family, kin))
     return out
 
 
@@ -226,6 +226,8 @@ def nearest(results, kind: str, name: str | None, family: str | None, backends, 
     for where, rs in for_device(results, kind, name, family, os_name, memory_bytes):
         rows = comparison(rs, backends, metric)
         if rows:
+            if where != rows[0].match:  # a post of one machine: name its GPU, and why it speaks for this one
+                where = f"{rows[0].match} ({family}, this GPU's family)"
             return where, rows
     return "", []
 

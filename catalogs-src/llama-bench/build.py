@@ -49,6 +49,8 @@ DROP = [  # (url substring, reason)
     ("ggml-org/llama.cpp/pull/3648", "a review bench of a pull request's branch (2023)"),
     ("ggml-org/llama.cpp/pull/10597", "a table in a pull request's thread that names no build (the branch or master cannot be told)"),
     ("ollama/ollama/pull/5059", "a table in another project's thread that names no build"),
+    ("AUGMXNT/llm-tracker.info-vault/blob/b40eb6497c0c74fac1064544caeabd7f2cbe3874/_TOORG/Strix%20Halo.md",
+     "its author calls the H200's speed poor ('the perf sucks'): a 405B at IQ2_XXS, whose kernels, not the memory, set it"),
     ("shisa-ai/hipEngine/blob/7ab8f4fdbe0baa2cd9273d0979d6fd8059795ca6/benchmarks/results/2026-05-17-llamacpp-hip",
      "a ROCm build from a local checkout in a tuning workspace; that build 8977 is upstream's cannot be told"),
 ]
@@ -61,7 +63,7 @@ GPU = {  # the GPU as a source names it -> as the GPU table does, where the word
 }
 READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
         "read-earlier.json", "read-round2-nvidia.json", "read-round2-amd-intel.json", "read-round2-apple.json", "read-round3-nvidia.json",
-        "read-round3-amd-intel.json",
+        "read-round3-amd-intel.json", "read-round4-amd-vulkan.json", "read-round4-nvidia-pairs.json", "read-round4-hbm.json",
         "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
 
 

@@ -60,9 +60,11 @@ MIN_CALIBRATION_GIB = 2  # a smaller model's tokens are bound by per-token overh
 
 
 def _dense(model: str) -> bool:
-    """A model every weight of which is read per token (not a mixture of experts, whose file size is not
-    what a token reads: qwen3moe, gpt-oss, Qwen3-Next, DeepSeek, a 30B.A3B)."""
-    return not re.search(r"moe|gpt-oss|qwen3next|deepseek|\bA\d+(\.\d+)?B\b|\d+x\d+B", model, re.I)
+    """A model every weight of which is read per token: not a mixture of experts, whose file size is not
+    what a token reads (qwen3moe, gpt-oss, Qwen3-Next, DeepSeek, a 30B.A3B), nor a Gemma 3n or 4 "E4B",
+    whose per-layer embeddings are looked up, not read whole (an RTX 4070 Ti's gemma3n E4B Q8_0 run would
+    have read its 9.86 GiB at 135% of the card's bandwidth)."""
+    return not re.search(r"moe|gpt-oss|qwen3next|deepseek|\bA\d+(\.\d+)?B\b|\d+x\d+B|\bE\d+B\b", model, re.I)
 
 
 def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str, list[tuple[str, float]]]:
