@@ -78,7 +78,7 @@ def shares_memory(kind: str, row: dict) -> bool:
 def memory_kind(kind: str, row: dict) -> str:
     """"shared" (the machine's own memory: shares_memory), "hbm" (a card's stacked HBM, by the table's
     note) or "own" (a card's GDDR): llama.cpp's generation kernels reach a different share of each kind's
-    bound (docs/models.md: A100 and H100 cards about 43% of theirs, GDDR cards of the same families 60-84%),
+    bound (docs/models.md: A100 and H100 cards about 43% of theirs, GDDR cards of the same families 60-90%),
     so the estimate pools them apart."""
     if shares_memory(kind, row):
         return "shared"

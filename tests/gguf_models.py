@@ -70,6 +70,8 @@ def tensors(m: dict) -> list[tuple[str, list[int], int]]:
            ("output_norm.weight", [e], Q.F32)]
     if not m["tied"]:
         out.append(("output.weight", [e, m["n_vocab"]], m.get("out_type", Q.Q6_K)))
+    if m.get("ple"):  # Gemma 3n's per-layer embeddings (llama.cpp's per_layer_token_embd): ple wide per layer
+        out.append(("per_layer_token_embd.weight", [m["n_layer"] * m["ple"], m["n_vocab"]], Q.Q8_0))
     for il in range(n):
         big = Q.Q6_K if base == Q.Q4_K and _more_bits(il, n) else base
         p = f"blk.{il}."

@@ -466,7 +466,7 @@ def test_an_igpu_is_not_estimated_from_cards_nor_a_mixture_of_experts_from_dense
 
 def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_not_from_them(dense14b):
     """CUDA runs on sm_8X cards with GDDR (NVIDIA's spec sheets in the GPU table) estimate an RTX 4090; the
-    A100s' and H100's runs (HBM: about 43% of their bound where the GDDR cards reach 60-84%) are pooled
+    A100s' and H100's runs (HBM: about 43% of their bound where the GDDR cards reach 60-90%) are pooled
     apart, and three HBM GPU models are too few to estimate an H100 from."""
     from statistics import median
 
@@ -514,11 +514,12 @@ def test_the_estimate_pools_by_family_then_vendor_with_words_that_say_which():
     fractions = sorted(tps * 2 * (1 << 30) / (gbps[g] * 1e9) for g, tps in apple)
     assert cal["group"] == "Apple GPUs" and sorted(cal["gpus"]) == sorted(g for g, _ in apple)
     assert (cal["low"], cal["high"]) == pytest.approx((fractions[0], fractions[-1]))
-    # four HBM cards of one family group: the family's pool, said as such; a GDDR card of it is not estimated
-    hbm = [("A100 80GB PCIe", 100.0), ("A100-SXM4-80GB", 110.0), ("A100-PCIE-80GB", 105.0), ("A100", 90.0)]
+    # HBM cards of one family group (three GPU models, pooled at three): the family's pool, said as such;
+    # a GDDR card of it is not estimated from them
+    hbm = [("A100 80GB PCIe", 100.0), ("A100-SXM4-80GB", 110.0), ("A100", 90.0)]
     runs = _runs("cuda", hbm, family="sm_80")
-    assert speed.calibration(runs, "cuda", "sm_80", "nvidia", "hbm")["group"] == "sm_8X with HBM"
-    assert speed.calibration(runs, "cuda", "sm_86", "nvidia", "own") is None
+    assert speed.calibration(runs, "cuda", "sm_80", "nvidia", "hbm", least=3)["group"] == "sm_8X with HBM"
+    assert speed.calibration(runs, "cuda", "sm_86", "nvidia", "own", least=3) is None
 
 
 def test_a_prompt_rate_is_the_latest_sources_runs_on_this_gpu_scaled_by_parameters(dense14b):
@@ -550,6 +551,80 @@ def test_the_prompt_rate_comes_from_one_source_the_latest():
     # both are dense and over 2 GiB, so both count; the later post alone is used (6.74 B: its own rate)
     est = speed.prompt_estimate(old + new, old[0].backend, old[0].match, int(6.74e9))
     assert est["tokens_per_s"] == pytest.approx(2000.0) and est["runs"] == 1 and est["date"] == "2026-01-01"
+
+
+def _described(model, *gpus, backend="cuda"):
+    from conftest import run_cli
+
+    args = [x for g in gpus for x in ("--gpu", g)]
+    r = run_cli("plan", "llamacpp", "--model", model, "--ctx-size", "4096", "--backend", backend, "--json", *args)
+    assert r.rc == 0, r.err
+    return r.json()
+
+
+def test_the_prompt_rate_is_the_median_of_the_latest_days_runs_when_a_page_names_no_build(dense14b):
+    """tiry/tairy's RTX 4070 Ti page holds two days of CUDA runs and names no build: the later day's
+    dense pp512 runs, each times its parameters over this model's, their median."""
+    from statistics import median
+
+    p = _described(dense14b, "RTX 4070 Ti")
+    pr = p["speed_estimate"]["prompt"]
+    runs = [r for r in evidence.load() if r.match == "RTX 4070 Ti" and r.backend == "cuda" and r.test == "pp512"
+            and r.size_gib >= 2 and not re.search(MOE_OR_PLE, r.model, re.I) and r.url == pr["source"]]
+    day = max(r.date for r in runs)
+    runs = [r for r in runs if r.date == day]
+    rates = sorted(r.tps * r.params_b * 1e9 / p["model"]["params"] for r in runs)
+    assert len(runs) == 3 and pr["runs"] == 3 and pr["date"] == day < "2026-02"
+    assert (pr["low"], pr["tokens_per_s"], pr["high"]) == pytest.approx((rates[0], median(rates), rates[-1]), rel=1e-3)
+
+
+def test_no_estimate_outside_what_the_published_runs_were(tmp_path):
+    import gguf_models as gm
+
+    # a model under 2 GiB: neither estimate (a small model is overhead-bound; nothing so small was pooled)
+    p = _described(gm.write(str(tmp_path / "gemma3-270m.gguf"), "gemma3-270m"), "RTX 4070 Ti")["speed_estimate"]
+    assert "estimate" not in p and "prompt" not in p and "under 2 GiB" in p["no_estimate"]
+    # a split over two models of GPU: the runs were each on one
+    big = gm.write(str(tmp_path / "llama3.1-70b.gguf"), "llama3.1-70b")
+    p = _described(big, "RTX 4070 Ti", "RTX 4080", "RTX 4090")["speed_estimate"]
+    assert "estimate" not in p and "prompt" not in p and "uses several" in p["no_estimate"]
+    # a split over cards of one model: as one card, both estimates
+    p = _described(big, "RTX 4070 Ti", "RTX 4070 Ti", "RTX 4070 Ti", "RTX 4070 Ti")["speed_estimate"]
+    assert p["estimate"]["group"] == "sm_8X" and p["prompt"]["gpu"] == "RTX 4070 Ti"
+    # per-layer embeddings are looked up: out of the bound's bytes, and no estimate from dense runs
+    plain = _described(gm.write(str(tmp_path / "gemma3-12b.gguf"), "gemma3-12b"), "RTX 4070 Ti")["speed_estimate"]
+    p = _described(gm.write(str(tmp_path / "g-ple.gguf"), "gemma3-12b", ple=256), "RTX 4070 Ti")["speed_estimate"]
+    assert p["bytes_per_token"] == plain["bytes_per_token"]
+    assert "estimate" not in p and "prompt" not in p and "per-layer embeddings" in p["no_estimate"]
+
+
+def test_windows_is_not_estimated_from_linux_runs(dense14b):
+    # every published RX 7900 XTX run is Linux's (RADV, ROCm): as for the evidence line, Windows' driver is another
+    p = _plan("windows11-rx7900xtx", dense14b, "--backend", "rocm")["speed_estimate"]
+    assert "estimate" not in p and "prompt" not in p and "generation runs on Windows" in p["no_estimate"]
+
+
+def test_a_name_several_cards_share_gets_no_prompt_rate(dense14b):
+    # Strix Halo's "Radeon 8060S/8050S/8040S": the 8050S has fewer compute units, and prompts are compute
+    p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")["speed_estimate"]
+    assert "prompt" not in p
+
+
+def test_a_generation_run_faster_than_its_file_can_be_read_is_left_out(tmp_path, monkeypatch):
+    """A dense model's tg run above its GPU's bandwidth over its file (RTX 4070 Ti: 504 GB/s over 5.33 GiB
+    is 88.06 t/s) reads less than its file per token: build.py drops it, naming why."""
+    sys.path.insert(0, os.path.join(ROOT, "catalogs-src", "llama-bench"))
+    import build
+
+    row = {"gpu": "NVIDIA GeForce RTX 4070 Ti", "backend": "cuda", "runtime": None, "build": "b7000",
+           "date": "2026-01-01", "model": "llama 8B Q5_K - Medium", "size": "5.33 GiB", "params": "8.03 B", "ngl": 99,
+           "fa": None, "test": "tg128", "tps": 88.1, "url": "https://github.com/a/b/issues/1", "where": "a comment",
+           "pair": None, "quote": "| llama 8B Q5_K - Medium | 5.33 GiB | 8.03 B | CUDA | 99 | tg128 | 88.10 ± 0.1 |"}
+    (tmp_path / "read-added.json").write_text(json.dumps([row, {**row, "tps": 88.0}]))
+    monkeypatch.setattr(build, "HERE", str(tmp_path))
+    out, dropped = build.build()
+    assert [e["tps"] for e in out] == [88.0]
+    assert len(dropped) == 1 and "faster than its bandwidth bound" in dropped[0][2]
 
 
 @pytest.fixture(scope="module")

@@ -66,9 +66,9 @@ def prompt_rows():
     for r in results:
         if r.test == speed.PROMPT_TEST and r.params_b and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB \
                 and speed._dense(r.model):
-            groups.setdefault((r.match, r.backend, r.url), []).append(r)
+            groups.setdefault((r.match, r.backend, r.url, r.build or r.date), []).append(r)  # one source
     out = []
-    for (match, backend, _url), runs in sorted(groups.items()):
+    for (match, backend, _url, _build), runs in sorted(groups.items()):
         if len({r.model for r in runs}) < 2:
             continue
         for r in runs:

@@ -99,6 +99,10 @@ def build() -> tuple[list[dict], list[tuple]]:
                  "pair": r.get("pair"), "quote": r["quote"]}
             if "Asahi" in (r.get("note") or "") + r["gpu"] + (r.get("runtime") or "") and e["pair"]:
                 e["pair"] = None  # Linux on the same Mac: not macOS's Metal beside it
+            over = _over_bound(e)
+            if over:
+                dropped.append((r["gpu"], r["url"], over))
+                continue
             if r.get("note"):
                 e["note"] = r["note"]
             if r.get("os"):
@@ -117,6 +121,28 @@ def build() -> tuple[list[dict], list[tuple]]:
             e["pair"] = None
     out.sort(key=lambda e: (e["match"], e["date"], e["url"], e["backend"], e["test"]))
     return out, dropped
+
+
+def _over_bound(e: dict) -> str | None:
+    """Why a generation run of a dense model is faster than reading its file at the GPU's bandwidth can
+    be (a token then reads less than the file, or the row is wrong), else None: the speed estimate's
+    calibration takes such runs as every weight read per token."""
+    from selector.bandwidth import table
+    from selector.evidence import _size
+    from selector.models.speed import _dense
+
+    if not e["test"].startswith("tg") or not _dense(e["model"]) or not e.get("size"):
+        return None
+    gib = _size(e["size"], "", "size")
+    gbps = next((row["gbps"] for rows in table().values() if isinstance(rows, list) for row in rows
+                 if isinstance(row, dict) and row.get("match") == e["match"] and "gbps" in row), None)
+    if not gib or not gbps:
+        return None
+    bound = gbps * 1e9 / (gib * (1 << 30))
+    if e["tps"] <= bound:
+        return None
+    return (f"faster than its bandwidth bound ({e['tps']:g} t/s over {bound:.1f}: {gbps} GB/s over its "
+            f"{e['size']}): a token does not read this whole file, or the row is wrong")
 
 
 def main(argv) -> int:

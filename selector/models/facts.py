@@ -15,7 +15,7 @@ from functools import lru_cache
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 _EXPERTS = re.compile(r"_exps\.|_exps$")
 # bumped when the facts gain a key the fit reads: cached facts of an older version are read again
-VERSION = 2
+VERSION = 3  # 3: lookup_bytes
 
 
 class FactsError(Exception):
@@ -122,6 +122,9 @@ def from_headers(where: str, headers: list[dict]) -> dict:
     n_vocab = (tokens["length"] if isinstance(tokens, dict) else len(tokens) if isinstance(tokens, list) else None) \
         or k("vocab_size") or embd_vocab or 0
     input_bytes = other.get("token_embd.weight", 0)
+    # per-layer embeddings (Gemma 3n's per_layer_token_embd): looked up per token like token_embd, not
+    # read whole; they stay in the output share of the memory fit, as before
+    lookup_bytes = sum(b for n, b in other.items() if n != "token_embd.weight" and n.endswith("token_embd.weight"))
     output_bytes = sum(b for n, b in other.items() if n != "token_embd.weight")
     tied = "output.weight" not in tensors
     if tied:
@@ -162,6 +165,7 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         "expert_bytes": expert_bytes,
         "input_bytes": input_bytes,
         "output_bytes": output_bytes,
+        "lookup_bytes": lookup_bytes,
         "tied_embeddings": tied,
         "matmul": matmul,
         "output_matmul": output_matmul,

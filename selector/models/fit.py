@@ -423,9 +423,10 @@ def expert_active(facts: dict, il: int) -> int:
 
 
 def active_bytes(facts: dict) -> int:
-    """Weights read per generated token: every layer's active part and the output layer (not token_embd,
-    which is only looked up)."""
-    return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"]
+    """Weights read per generated token: every layer's active part and the output layer (not token_embd
+    nor per-layer embeddings, which are only looked up)."""
+    return sum(layer_active(facts, il) for il in range(facts["n_layer"])) + facts["output_bytes"] \
+        - facts.get("lookup_bytes", 0)
 
 
 def _fewest_cpu_moe(facts: dict, fits) -> int | None:

@@ -235,24 +235,31 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     out = {"tokens_per_s": round(bound, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
            "bytes_per_token": per_token, "source": source,
            "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
-    # the estimate is what the calibration was made of: dense models of 2 GiB or more, on GPUs of one kind
+    # the estimates are what the published runs were: dense models of 2 GiB or more, all on one GPU model,
+    # on the same operating system (its drivers are another build's)
     from selector.models.speed import CALIBRATION_LEAST, MIN_CALIBRATION_GIB
 
-    same_kind = len({(d["device"].type, d["device"].family) for d in used}) == 1
     runtime = res.get("runtime") or ""
+    os_name = profile.os.name
+    rows = [_row(profile, d["device"]) for d in used]
     if status not in ("fits", "split"):
         out["no_estimate"] = "the published runs it is made of had the whole model on GPUs"
-    elif not same_kind:
-        out["no_estimate"] = "the published runs it is made of were each on GPUs of one kind"
+    elif len({r["match"] if r else None for r in rows}) != 1:
+        out["no_estimate"] = "the published runs it is made of were each on one model of GPU; this plan uses several"
     elif facts.get("n_expert"):
         out["no_estimate"] = "a mixture of experts reads less than its file per token; the published runs pooled are of dense models"
+    elif facts.get("lookup_bytes"):
+        out["no_estimate"] = ("its per-layer embeddings are looked up, not read whole; the published runs pooled "
+                              "are of models that read every weight")
     elif facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
         out["no_estimate"] = f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than by bandwidth"
     else:
-        est = calibrated(runtime, used, profile)
+        results = _published()
+        est = calibrated(runtime, used, profile, results)
         if est is None:
             out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
-                                  f"have published {runtime} generation runs of a dense model of "
+                                  f"have published {runtime} generation runs on {OS_WORDS.get(os_name, os_name)} "
+                                  f"of a dense model of "
                                   f"{MIN_CALIBRATION_GIB} GiB or more")
         else:
             cal, n = est
@@ -266,31 +273,43 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
                                "basis": f"what published {runtime} generation runs on {n} GPU models "
                                         f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
                                         f"llama-bench-published.json"}
-    if status in ("fits", "split") and not facts.get("n_expert"):
-        prompt = _prompt(runtime, used, profile, facts.get("params") or 0)
+        # a name several cards share (Strix Halo's "8060S/8050S/8040S") is of none of them: prompts are
+        # bound by compute, which differs between them
+        exact = _row(profile, used[0]["device"], exact=True)
+        prompt = _prompt(runtime, exact["match"], facts.get("params") or 0, os_name, results) if exact else None
         if prompt is not None:
             out["prompt"] = prompt
     return out
 
 
-def _prompt(runtime: str, used: list[dict], profile, params: int) -> dict | None:
-    """The prompt processing estimate (speed.prompt_estimate) where every GPU the plan uses is one model
-    of the GPU table (a split over equal cards processes a prompt layer after layer, as one card would)."""
-    from selector import evidence
-    from selector.bandwidth import row_for
-    from selector.models.speed import PROMPT_TEST, prompt_estimate
+OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 
-    rows = [row_for(d["device"].type, profile.metal.chip if d["device"].type == "metal" else d["device"].name,
-                    d["device"].memory_bytes) for d in used]
-    if not rows or rows[0] is None or any(r is not rows[0] for r in rows):
-        return None
+
+def _row(profile, dev, exact: bool = False) -> dict | None:
+    """The GPU table's row of a device (an Apple GPU by its chip)."""
+    from selector.bandwidth import row_for
+
+    return row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes, exact)
+
+
+def _published() -> list:
+    """The published llama-bench results, or none where the file is broken (the estimates are extra: a
+    broken file is said by `pick`, which reads it too)."""
     from probes.host import InputError
+    from selector import evidence
 
     try:
-        results = evidence.load()
+        return evidence.load()
     except InputError:
-        return None
-    est = prompt_estimate(results, runtime, rows[0]["match"], params)
+        return []
+
+
+def _prompt(runtime: str, match: str, params: int, os_name: str, results: list) -> dict | None:
+    """The prompt processing estimate (speed.prompt_estimate) on GPU model ``match``: one card, or a
+    split over cards of that model (it processes a prompt layer after layer, as one card would)."""
+    from selector.models.speed import PROMPT_TEST, prompt_estimate
+
+    est = prompt_estimate([r for r in results if r.os == os_name], runtime, match, params)
     if est is None:
         return None
     made = f"{est['build']}, " if est["build"] else ""
@@ -305,11 +324,11 @@ def _prompt(runtime: str, used: list[dict], profile, params: int) -> dict | None
 def _kind_words(used: list[dict], profile) -> str:
     """The GPUs the estimate would pool, in words: the vendor's, of this one's kind of memory (its family
     group is tried first, and has no more of them)."""
-    from selector.bandwidth import VENDOR, memory_kind, row_for
+    from selector.bandwidth import VENDOR, memory_kind
     from selector.models.speed import VENDOR_WORDS
 
     dev = used[0]["device"]
-    row = row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes)
+    row = _row(profile, dev)
     vendor = VENDOR.get(dev.type, "")
     if vendor == "apple":
         return "Apple chips"
@@ -324,28 +343,22 @@ def _span(dates) -> str:
     return first if first == last else f"{first} to {last}"
 
 
-def calibrated(runtime: str, used: list[dict], profile) -> tuple[dict, int] | None:
-    """The fraction of the bandwidth bound published runs of this backend reached on the family of the
-    GPUs the plan uses (one kind: the caller's rule), among GPUs of their kind of memory (shared, HBM or
-    GDDR: speed.calibration), and how many GPU models it pools; None without enough of them."""
-    from selector import evidence
-    from selector.bandwidth import VENDOR, memory_kind, row_for
+def calibrated(runtime: str, used: list[dict], profile, results: list) -> tuple[dict, int] | None:
+    """The fraction of the bandwidth bound published runs (``results``) of this backend on this operating
+    system reached on the family of the GPUs the plan uses (one model: the caller's rule), among GPUs of
+    their kind of memory (shared, HBM or GDDR: speed.calibration), and how many GPU models it pools; None
+    without enough of them."""
+    from selector.bandwidth import VENDOR, memory_kind
     from selector.models.speed import calibration
 
     if not used or runtime not in ("rocm", "cuda", "vulkan", "metal", "sycl"):
         return None
     dev = used[0]["device"]
-    row = row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes)
+    row = _row(profile, dev)
     if row is None:
         return None
-    from probes.host import InputError
-
-    try:
-        results = evidence.load()
-    except InputError:  # the estimate is extra: a broken file is said by `pick`, which reads it too
-        return None
-    cal = calibration(results, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
-                      memory_kind(dev.type, row))
+    cal = calibration([r for r in results if r.os == profile.os.name], runtime,
+                      dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""), memory_kind(dev.type, row))
     return (cal, len(cal["gpus"])) if cal else None
 
 

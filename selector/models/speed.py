@@ -138,8 +138,8 @@ def prompt_estimate(results, runtime: str, match: str, params: int, exclude_mode
     """Prompt processing tokens/s of a dense model of ``params`` weights on GPU model ``match`` with
     ``runtime``, from the published pp512 runs of dense models (2 GiB or more) on that GPU and backend:
     a prompt's cost is about two operations per weight per token, so a run's rate times its parameters,
-    over this model's, is this model's rate.  Only the latest source's runs are taken (one post, one
-    build: prompt speed changes a lot between builds).  None where none was published.
+    over this model's, is this model's rate.  Only the latest source's runs are taken (one page, one
+    build, or one day where the page names no build: prompt speed changes a lot between builds).  None where none was published.
     ``exclude_model``: a model left out (the check of docs/models.md).  {"tokens_per_s", "low", "high",
     "runs", "gpu", "models", "url", "date", "build"}."""
     from statistics import median
@@ -149,10 +149,11 @@ def prompt_estimate(results, runtime: str, match: str, params: int, exclude_mode
             and r.model != exclude_model]
     if not runs or params <= 0:
         return None
-    latest = max(runs, key=lambda r: (r.date, sum(1 for o in runs if o.url == r.url))).url
-    runs = [r for r in runs if r.url == latest]
+    # a source: one page's runs of one build (a page that names none: of one day)
+    latest = max(runs, key=lambda r: (r.date, r.url))
+    runs = [r for r in runs if r.url == latest.url and (r.build or r.date) == (latest.build or latest.date)]
     rates = sorted(r.tps * r.params_b * 1e9 / params for r in runs)
     builds = {r.build for r in runs}
     return {"tokens_per_s": median(rates), "low": rates[0], "high": rates[-1], "runs": len(runs), "gpu": match,
-            "models": sorted({r.model for r in runs}), "url": latest, "date": max(r.date for r in runs),
+            "models": sorted({r.model for r in runs}), "url": latest.url, "date": latest.date,
             "build": builds.pop() if len(builds) == 1 else None}
