@@ -491,7 +491,7 @@ def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_no
     assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 1008e9 / p["model"]["weights_bytes"], rel=2e-3)
     dates = sorted(r.date for r in evidence.load() if r.match in per_gpu and r.backend == "cuda" and r.test.startswith("tg")
                    and r.size_gib and r.size_gib >= 2 and not re.search(MOE_OR_PLE, r.model, re.I))
-    assert est["dates"] == [dates[0], dates[-1]] and f"{dates[0][:7]} to {dates[-1][:7]}" in est["basis"]
+    assert est["dates"] == [dates[0], dates[-1]] and f"{dates[0][:7]} to {dates[-1][:7]})" in est["basis"]
     p = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")
     assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
     assert p["speed_estimate"]["no_estimate"].startswith("fewer than 4 models of NVIDIA GPUs with HBM have published cuda")
@@ -605,7 +605,7 @@ def test_windows_is_not_estimated_from_linux_runs(dense14b):
 
 
 def test_a_name_several_cards_share_gets_no_prompt_rate(dense14b):
-    # Strix Halo's "Radeon 8060S/8050S/8040S": the 8050S has fewer compute units, and prompts are compute
+    # Strix Halo's "Radeon 8060S/8050S/8040S" names three GPUs: the 8060S's prompt runs speak for one of them
     p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")["speed_estimate"]
     assert "prompt" not in p
 

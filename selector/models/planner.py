@@ -351,8 +351,6 @@ def calibrated(runtime: str, used: list[dict], profile, results: list) -> tuple[
     from selector.bandwidth import VENDOR, memory_kind
     from selector.models.speed import calibration
 
-    if not used or runtime not in ("rocm", "cuda", "vulkan", "metal", "sycl"):
-        return None
     dev = used[0]["device"]
     row = _row(profile, dev)
     if row is None:
