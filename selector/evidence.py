@@ -188,35 +188,52 @@ def for_device(results, kind: str, name: str | None, family: str | None, os_name
     return out
 
 
+STANDARD = ("tg128", "pp512")  # llama-bench's default tests: the ones a comparison is judged by
+
+
+def _test_order(test: str) -> tuple:
+    """Generation before prompts, each type's default test first, then by length (pp512 before pp2048)."""
+    digits = "".join(c for c in test if c.isdigit())
+    return (test[:2] != "tg", test not in STANDARD, int(digits) if digits else 0, test)
+
+
 def comparison(results, backends, metric: str | None = None) -> list[Result]:
     """The latest published comparison of two or more of ``backends``: the rows of one post that ran them
     on the same machine and model (a ``pair``), for every test it ran on two of them (``metric`` "tg" or
-    "pp": those tests only); fastest first per test.  [] when no post compared them."""
+    "pp": those tests only); the deciding test first (tg128, else pp512, else the type's shortest),
+    fastest first per test.  Where that day's posts compared several models, the model shown is one on
+    which the backend that led most of them led, the middle one by its lead: never the one a name
+    sorts first.  [] when no post compared them."""
     wanted = set(backends)
     groups: dict[tuple, list[Result]] = {}
     for r in results:
         if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)):
             # one model with one setting of flash attention: a post's other model compares nothing here
             groups.setdefault((r.pair, r.model, r.fa), []).append(r)
-    best = None
-    for rows in groups.values():
+    compared = []
+    for key, rows in groups.items():
         first: dict[tuple, Result] = {}
         for r in rows:  # a backend's first row of a test (a table may repeat one)
             first.setdefault((r.test, r.backend), r)
         tests: dict[str, set] = {}
         for test, backend in first:
             tests.setdefault(test, set()).add(backend)
-        kept = [r for (test, _b), r in first.items() if len(tests[test]) > 1]
-        if not kept:
-            continue
-        key = (max(r.date for r in kept), kept[0].pair, kept[0].model)
-        if best is None or key > best[0]:
-            best = (key, kept)
-    if best is None:
+        kept = sorted((r for (test, _b), r in first.items() if len(tests[test]) > 1),
+                      key=lambda r: (_test_order(r.test), -r.tps))
+        if kept:
+            decide = [r for r in kept if r.test == kept[0].test]
+            compared.append((max(r.date for r in kept), decide[0].backend, decide[0].tps / decide[1].tps, key, kept))
+    if not compared:
         return []
-    rows = best[1]
-    order = {t: i for i, t in enumerate(dict.fromkeys(sorted((r.test for r in rows), key=lambda t: (t[:2] != "tg", t))))}
-    return sorted(rows, key=lambda r: (order[r.test], -r.tps))
+    day = max(c[0] for c in compared)
+    latest = [c for c in compared if c[0] == day]
+    leads: dict[str, list] = {}
+    for c in latest:
+        leads.setdefault(c[1], []).append(c)
+    # the backend that led on most models (a tie: the larger typical lead), its middle model by lead
+    led = max(leads.values(), key=lambda cs: (len(cs), sorted(c[2] for c in cs)[(len(cs) - 1) // 2]))
+    led.sort(key=lambda c: (c[2], c[3][0], c[3][1]))
+    return led[(len(led) - 1) // 2][4]
 
 
 def nearest(results, kind: str, name: str | None, family: str | None, backends, metric: str | None = None,

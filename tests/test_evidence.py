@@ -73,6 +73,24 @@ build: 141a908a (5298)
 """
 
 
+def test_of_several_models_compared_that_day_the_majoritys_middle_one_is_shown_not_the_first_by_name():
+    """nihmar's RX 9060 XT post (2026-09-28) ran three models on ROCm and Vulkan.  pp512: qwen35 27B IQ3_S
+    vulkan 622.93 vs rocm 498.46; gemma4 12B Q4_0 rocm 1599.74 vs vulkan 1533.09; gemma4 E4B rocm 3527.5 vs
+    vulkan 2557.57.  ROCm led prompts on two of three, so the prompt comparison is one where it led (the
+    smaller lead of two: the 12B), and pp512, the default test, decides before pp2048.  tg128: Vulkan led
+    on all three (+8.6%, +3.5%, +18.0%): the middle, the 27B.  tiry's RTX 4070 Ti (2026-01-06): CUDA led
+    tg128 on 3B F16 (+3.3%), 8B Q8_0 (+1.3%), 14B Q4_K_M (+2.9%): the middle, the 14B."""
+    results = evidence.load()
+    pp = evidence.comparison([r for r in results if r.match == "RX 9060 XT"], {"vulkan", "rocm"}, "pp")
+    assert [(r.backend, r.test, r.tps) for r in pp][:2] == [("rocm", "pp512", 1599.74), ("vulkan", "pp512", 1533.09)]
+    tg = evidence.comparison([r for r in results if r.match == "RX 9060 XT"], {"vulkan", "rocm"}, "tg")
+    assert [(r.backend, r.tps) for r in tg] == [("vulkan", 21.77), ("rocm", 20.04)]
+    ti = evidence.comparison([r for r in results if r.match == "RTX 4070 Ti"], {"cuda", "vulkan"})
+    assert [(r.backend, r.test, r.tps) for r in ti][:2] == [("cuda", "tg128", 54.12), ("vulkan", "tg128", 52.59)]
+    # the same rows in any order give the same answer
+    assert evidence.comparison(list(reversed(results)), {"cuda", "vulkan"}) == evidence.comparison(results, {"cuda", "vulkan"})
+
+
 def test_a_comparison_is_of_one_model_with_one_setting_never_across_models():
     rows, meta = add_bench.parse_table(TWO_MODELS)
     es = add_bench.entries(rows, meta, "https://github.com/x/y/issues/1", "comment by a", "2026-01-01")
@@ -236,16 +254,17 @@ def _pick(fixture, *args):
 
 
 def test_the_pick_shows_what_was_published_for_the_backends_that_run_on_its_gpu():
-    """Strix Halo: Vulkan and ROCm both run on the Radeon 8060S.  kyuz0's logs of llama 7B Q4_0 on one
-    8060S, build 9187 (kyuz0/amd-strix-halo-toolboxes, 2026-05-18): RADV tg128 55.73, pp512 1337.70;
-    ROCm 7.2.3 tg128 50.59, pp512 1545.36.  The pick is still Lemonade's order (Vulkan first)."""
+    """Strix Halo: Vulkan and ROCm both run on the Radeon 8060S.  kyuz0's logs of one 8060S, build 9187
+    (kyuz0/amd-strix-halo-toolboxes, 2026-05-18), two models: llama 7B Q4_0 (RADV tg128 55.73, ROCm 7.2.3
+    50.59: +10.2%) and gpt-oss 20B (RADV tg128 79.78, pp512 1692.49; ROCm 73.05, 1786.17: +9.2%).  Vulkan
+    led on both; of two, the smaller lead is shown.  The pick is still Lemonade's order (Vulkan first)."""
     rec = _pick("linux-ubuntu24.04-strix-halo")
     assert rec["backend"] == "vulkan"
     got = [(e["backend"], e["test"], e["tokens_per_s"], e["match"], e["build"], e["date"]) for e in rec["evidence"]]
-    assert got == [("vulkan", "tg128", 55.73, "Radeon 8060S", "b9187", "2026-05-18"),
-                   ("rocm", "tg128", 50.59, "Radeon 8060S", "b9187", "2026-05-18"),
-                   ("rocm", "pp512", 1545.36, "Radeon 8060S", "b9187", "2026-05-18"),
-                   ("vulkan", "pp512", 1337.7, "Radeon 8060S", "b9187", "2026-05-18")]
+    assert got == [("vulkan", "tg128", 79.78, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("rocm", "tg128", 73.05, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("rocm", "pp512", 1786.17, "Radeon 8060S", "b9187", "2026-05-18"),
+                   ("vulkan", "pp512", 1692.49, "Radeon 8060S", "b9187", "2026-05-18")]
     assert all(e["source"].startswith("https://github.com/kyuz0/amd-strix-halo-toolboxes/") for e in rec["evidence"])
     # the probe names the iGPU "8060S/8050S/8040S": which model it is cannot be told, so the runs are its family's
     assert {e["scope"] for e in rec["evidence"]} == {"family"}
@@ -278,7 +297,7 @@ def test_llama_bench_results_do_not_speak_for_another_engine():
 
 
 @pytest.mark.parametrize("metric,backend,words", [
-    ("tg", "vulkan", "vulkan tg128 55.7 vs rocm 50.6"), ("pp", "rocm", "rocm pp512 1545 vs vulkan 1338")])
+    ("tg", "vulkan", "vulkan tg128 79.8 vs rocm 73.0"), ("pp", "rocm", "rocm pp512 1786 vs vulkan 1692")])
 def test_policy_measured_without_a_measurement_here_takes_the_published_comparison(metric, backend, words):
     rec = _pick("linux-ubuntu24.04-strix-halo", "--policy", "measured", "--metric", metric)
     assert rec["backend"] == backend
@@ -292,17 +311,18 @@ def test_policy_measured_without_a_measurement_here_takes_the_published_comparis
 
 def test_an_rtx_4090_hears_of_the_comparison_run_on_another_card_of_its_family_and_which():
     """tiry/tairy ran CUDA and Vulkan builds of one checkout on an RTX 4070 Ti (sm_89), the latest on
-    2026-01-06 with mistral3 8B Q8_0: CUDA tg128 51.70, Vulkan 51.05; pp512 5223.47 and 4037.69."""
+    2026-01-06 with three models; CUDA led tg128 on all three, by the middle lead on mistral3 14B Q4_K_M:
+    CUDA tg128 54.12, Vulkan 52.59; pp512 3384.11 and 2764.02."""
     rec = _pick("linux-ubuntu24.04-rtx4090")
     got = {(e["backend"], e["test"]): e["tokens_per_s"] for e in rec["evidence"]}
-    assert got == {("cuda", "tg128"): 51.7, ("vulkan", "tg128"): 51.05, ("cuda", "pp512"): 5223.47,
-                   ("vulkan", "pp512"): 4037.69}
+    assert got == {("cuda", "tg128"): 54.12, ("vulkan", "tg128"): 52.59, ("cuda", "pp512"): 3384.11,
+                   ("vulkan", "pp512"): 2764.02}
     assert {(e["gpu"], e["scope"], e["model"]) for e in rec["evidence"]} == {
-        ("NVIDIA GeForce RTX 4070 Ti", "family", "mistral3 8B Q8_0")}
+        ("NVIDIA GeForce RTX 4070 Ti", "family", "mistral3 14B Q4_K - Medium")}
     from conftest import machine, run_cli
 
     out = run_cli("--root", machine("linux-ubuntu24.04-rtx4090"), "llamacpp").out
-    assert "published on RTX 4070 Ti (sm_89, this GPU's family): cuda tg128 51.7 vs vulkan 51.0" in out
+    assert "published on RTX 4070 Ti (sm_89, this GPU's family): cuda tg128 54.1 vs vulkan 52.6" in out
 
 
 def test_the_catalog_is_what_its_sources_build():
@@ -362,7 +382,7 @@ def test_a_figure_derived_from_a_range_is_printed_as_approximate():
     r = run_cli("--root", machine("linux-ubuntu24.04-7950x-rx7900xtx"), "llamacpp", env={"COLUMNS": "300"})
     assert r.rc == 0 and "vulkan tg128 ~172 vs rocm ~137" in r.out  # 20934 gave ranges; kyuz0 gave figures
     r = run_cli("--root", machine("linux-ubuntu24.04-strix-halo"), "llamacpp", env={"COLUMNS": "300"})
-    assert "vulkan tg128 55.7 vs rocm 50.6" in r.out and "~" not in r.out
+    assert "vulkan tg128 79.8 vs rocm 73.0" in r.out and "~" not in r.out
 
 
 def test_policy_measured_does_not_suggest_a_bench_the_recipe_has_not():
