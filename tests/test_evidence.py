@@ -136,7 +136,7 @@ def test_the_tool_adds_new_rows_once_to_the_rows_read(tmp_path):
 
 
 @pytest.mark.parametrize("text,code,says", [
-    ("no table here\n", 5, "no llama-bench row"),
+    ("no table here\n", 5, "no llama-bench table"),
     ("| model | size | params | backend | ngl | test | t/s |\n|---|---|---|---|---|---|---|\n"
      "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Vulkan | 99 | tg128 | 50.00 ± 1.00 |\n", 2, "names no device"),
     ('["x", 1]', 5, "list of runs"),
@@ -178,6 +178,57 @@ def test_a_bad_date_or_url_is_a_usage_error(args, code):
     a = list(SOURCE)
     a[a.index(args[0]) + 1] = args[1]
     assert _tool(*a, input=pasted("rtx2070-vulkan-pr13324.txt")).returncode == code
+
+
+def test_a_date_after_today_is_refused_it_would_outrank_every_comparison():
+    a = list(SOURCE)
+    a[a.index("--date") + 1] = "2099-01-01"
+    r = _tool(*a, input=pasted("rtx2070-vulkan-pr13324.txt"))
+    assert r.returncode == 2 and "after today" in r.stderr
+
+
+def test_gpu_names_which_device_ran_and_cannot_overrule_the_paste():
+    one = pasted("rtx2070-vulkan-pr13324.txt")
+    r = _tool(*SOURCE, "--gpu", "RTX 4090", input=one)
+    assert r.returncode == 2 and "not a device the paste names" in r.stderr
+    r = _tool(*SOURCE, "--gpu", "NVIDIA GeForce RTX 2070", input=one)
+    assert r.returncode == 0 and {e["match"] for e in json.loads(r.stdout)} == {"RTX 2070"}
+    # of two devices a paste names, --gpu names one of them, not a third
+    two = one.replace("ggml_vulkan: 0 = NVIDIA GeForce RTX 2070 (NVIDIA) |",
+                      "ggml_vulkan: 0 = NVIDIA GeForce RTX 2070 (NVIDIA) |\nggml_vulkan: 1 = AMD Radeon RX 7900 XTX (RADV NAVI31) |")
+    assert _tool(*SOURCE, "--gpu", "AMD Radeon RX 7900 XTX", input=two).returncode == 0
+    assert _tool(*SOURCE, "--gpu", "RTX 4090", input=two).returncode == 2
+
+
+def test_a_backend_that_cannot_run_on_the_gpu_named_refuses_the_paste():
+    rocm_on_nvidia = pasted("rtx2070-vulkan-pr13324.txt").replace("| Vulkan     |", "| ROCm       |")
+    r = _tool(*SOURCE, input=rocm_on_nvidia)
+    assert r.returncode == 5 and "rocm row on the RTX 2070" in r.stderr
+
+
+def test_rows_that_may_have_left_layers_on_the_cpu_are_left_out():
+    """llama-bench's -ngl defaults to 99, every layer of any model here; a row of -ngl 20 may have run
+    layers on the CPU, so it speaks for no GPU backend (nor pairs with one that offloaded)."""
+    text = pasted("rtx2070-vulkan-pr13324.txt").replace("|  99 |  1 |           tg128 |", "|  20 |  1 |           tg128 |")
+    r = _tool(*SOURCE, input=text)
+    assert r.returncode == 0 and [e["test"] for e in json.loads(r.stdout)] == ["pp512"]
+    only = "\n".join(line for line in text.splitlines() if "pp512" not in line)
+    r = _tool(*SOURCE, input=only)
+    assert r.returncode == 5 and "none of the 1 rows" in r.stderr and "ngl 99" in r.stderr
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"model_size": "big"}, "model_size is a number of bytes"), ({"gpu_info": ["RTX 4090"]}, "gpu_info is text"),
+    ({"backends": ["CUDA"]}, "backends is text"), ({"build_number": "6000"}, "build_number is a number"),
+    ({"n_gpu_layers": True}, "n_gpu_layers is a number")])
+def test_malformed_llama_bench_json_is_named_by_its_field_not_a_traceback(change, says):
+    run = {"model_type": "llama 7B Q4_0", "model_size": 3825205248, "model_n_params": 6738415616, "backends": "Vulkan",
+           "n_gpu_layers": 99, "gpu_info": "AMD Radeon RX 7900 XTX", "build_number": 6000, "n_prompt": 0, "n_gen": 128,
+           "n_depth": 0, "avg_ts": 160.0}
+    r = _tool(*SOURCE, input=json.dumps([{**run, **change}]))
+    assert r.returncode == 5 and says in r.stderr and "Traceback" not in r.stderr
+    r = _tool(*SOURCE, input="[" * 100000)
+    assert r.returncode == 5 and "not llama-bench JSON" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_rows_file_that_is_not_a_list_is_refused_and_left_as_it_was(tmp_path):
@@ -645,6 +696,26 @@ def test_a_generation_run_faster_than_its_file_can_be_read_is_left_out(tmp_path,
     out, dropped = build.build()
     assert [e["tps"] for e in out] == [88.0]
     assert len(dropped) == 1 and "faster than its bandwidth bound" in dropped[0][2]
+
+
+def test_the_catalog_keeps_no_row_that_may_have_run_layers_on_the_cpu(tmp_path, monkeypatch):
+    """build.py: a row of -ngl below 99 is dropped, naming why; Metal's of 2023 ran the whole graph on the
+    GPU with any -ngl above 0 (llama.cpp's README then: 'Any value larger than 0 will offload the
+    computation to the GPU'), so ggml-org/llama.cpp#2917's -ngl 1 M2 Ultra rows stay."""
+    sys.path.insert(0, os.path.join(ROOT, "catalogs-src", "llama-bench"))
+    import build
+
+    row = {"gpu": "NVIDIA GeForce RTX 4070 Ti", "backend": "cuda", "runtime": None, "build": "b7000",
+           "date": "2026-01-01", "model": "llama 8B Q5_K - Medium", "size": "5.33 GiB", "params": "8.03 B", "ngl": 20,
+           "fa": None, "test": "tg128", "tps": 40.0, "url": "https://github.com/a/b/issues/1", "where": "a comment",
+           "pair": None, "quote": "| llama 8B Q5_K - Medium | 5.33 GiB | 8.03 B | CUDA | 20 | tg128 | 40.00 ± 0.1 |"}
+    metal = {**row, "gpu": "Apple M2 Ultra", "backend": "metal", "ngl": 1, "date": "2023-09-04", "size": "3.56 GiB"}
+    (tmp_path / "read-added.json").write_text(json.dumps([row, {**row, "ngl": 99}, metal, {**metal, "date": "2025-01-01"}]))
+    monkeypatch.setattr(build, "HERE", str(tmp_path))
+    out, dropped = build.build()
+    assert [(e["backend"], e["ngl"], e["date"]) for e in out] == [("metal", 1, "2023-09-04"), ("cuda", 99, "2026-01-01")]
+    assert [d[2].split(":")[0] for d in dropped] == ["ngl 20", "ngl 1"]
+    assert any(r.ngl == 1 and r.url.endswith("/2917") for r in evidence.load())
 
 
 @pytest.fixture(scope="module")

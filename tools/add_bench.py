@@ -8,18 +8,22 @@ The input is what people paste: llama-bench's markdown table (``| model | size |
 ngl | ... | test | t/s |``), with the lines around it that name the device (``ggml_vulkan: 0 = AMD
 Radeon RX 7900 XTX (RADV NAVI31) ...``, ``Device 0: NVIDIA GeForce RTX 4090, compute capability
 8.9``) and the build (``build: 141a908a (5298)``); or llama-bench's ``-o json`` output.  Each row
-becomes one entry: the GPU (``--gpu``, else the device line), the GPU table's row it is and its
+becomes one entry: the GPU (the device line, or ``--gpu`` where it names none or several), the GPU table's row it is and its
 family (from the same tables the probe uses), the backend, the build, the model as llama-bench
 names it, the test and tokens/s, the page, and the row itself.  A table that ran two backends on
-one machine gets a ``pair`` id, so the pick can compare them.  Rows that did not offload every layer
-(``ngl`` 0), depth tests (``@ d4096``) and combined ones (``pp512+tg128``) are left out.
+one machine gets a ``pair`` id, so the pick can compare them.  Rows that may not have offloaded every
+layer (``ngl`` below llama-bench's default 99), depth tests (``@ d4096``) and combined ones
+(``pp512+tg128``) are left out; a row of a backend that does not run on the GPU named (ROCm on an
+NVIDIA card) refuses the paste.
 
 A paste that names several devices or builds is refused (its tables would be filed under one
 another's), unless ``--gpu`` says which device ran.  Prints the entries as JSON; ``--write`` adds
 them to the rows read, catalogs-src/llama-bench/read-added.json (``--to``; a row already there, same
 page and same row, is not added twice), and ``catalogs-src/llama-bench/build.py --write`` makes the
-catalog from the rows read.  Exit 0, 2 (usage: no device named, a bad --date or --url), 5 (nothing
-usable in the input, or a file that cannot be read or written).
+catalog from the rows read.  Exit 0, 2 (usage: no device named, --gpu naming another device than the
+paste, a bad --date or --url, a date after today), 5 (the input: nothing usable, several devices or
+builds, a GPU the table does not know, over 4 MiB, malformed JSON; or a file that cannot be read or
+written).
 """
 
 from __future__ import annotations
@@ -89,7 +93,8 @@ def parse_table(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
                          "table with one device, or give --gpu for a run that used one")
     if len(builds) > 1:
         raise PasteError(f"the paste names {len(builds)} builds ({', '.join(builds)}): paste one build's table at a time")
-    return rows, {**({"gpu": devices[0]} if devices else {}), **({"build": builds[0]} if builds else {})}
+    return rows, {**({"gpu": devices[0], "devices": devices} if devices else {}),
+                  **({"build": builds[0]} if builds else {})}
 
 
 def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
@@ -98,6 +103,8 @@ def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
         data = json.loads(text)
     except ValueError as e:
         raise PasteError(f"not llama-bench JSON ({e})") from None
+    except RecursionError:
+        raise PasteError("not llama-bench JSON (nested deeper than any llama-bench output)") from None
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise PasteError("not llama-bench JSON: a list of runs (objects) is expected")
     rows, gpus, builds = [], [], []
@@ -105,6 +112,11 @@ def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
         n_prompt, n_gen = run.get("n_prompt"), run.get("n_gen")
         if not isinstance(n_prompt, int) or not isinstance(n_gen, int) or not isinstance(run.get("avg_ts"), (int, float)):
             raise PasteError(f"run {i}: n_prompt, n_gen and avg_ts are llama-bench's fields; this run lacks one")
+        for key, kinds, what in (("model_size", int, "a number of bytes"), ("model_n_params", int, "a number"),
+                                 ("n_gpu_layers", int, "a number"), ("build_number", int, "a number"),
+                                 ("model_type", str, "text"), ("backends", str, "text"), ("gpu_info", str, "text")):
+            if run.get(key) is not None and (not isinstance(run[key], kinds) or isinstance(run[key], bool)):
+                raise PasteError(f"run {i}: {key} is {what} in llama-bench's JSON, not {json.dumps(run[key])[:40]}")
         if run.get("n_depth") or (n_prompt and n_gen) or not (n_prompt or n_gen):
             continue
         fa = run.get("flash_attn")
@@ -120,7 +132,9 @@ def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
         raise PasteError(f"the runs name several GPUs ({'; '.join(gpus)}): give --gpu for a run that used one")
     if len(builds) > 1:
         raise PasteError(f"the runs are of {len(builds)} builds: add one build's runs at a time")
-    return rows, {**({"gpu": gpus[0]} if gpus else {}), **({"build": f"b{builds[0]}"} if builds else {})}
+    devices = [d.strip() for g in gpus for d in g.split(",") if d.strip()]
+    return rows, {**({"gpu": gpus[0], "devices": devices} if gpus else {}),
+                  **({"build": f"b{builds[0]}"} if builds else {})}
 
 
 def gpu_facts(gpu: str) -> tuple[str, str | None]:
@@ -145,7 +159,8 @@ def gpu_facts(gpu: str) -> tuple[str, str | None]:
             return row["match"], _family(kind, row)
         except DescribeError:
             pass
-    raise ValueError(f"{gpu!r}: no GPU of that name in selector/catalogs/bandwidth.json (--gpu names it)")
+    raise ValueError(f"{gpu!r}: no one GPU of that name in selector/catalogs/bandwidth.json (a name the table does "
+                     "not know, or one several cards share: --gpu names the card that ran)")
 
 
 def _family(kind: str, row: dict) -> str | None:
@@ -161,11 +176,34 @@ def _family(kind: str, row: dict) -> str | None:
     return None
 
 
+VENDOR_BACKENDS = {"rocm": "amd", "cuda": "nvidia", "metal": "apple"}  # vulkan, sycl and the CPU run on several
+
+
+def _known(device: str) -> str | None:
+    """The GPU table's row name of a device line's name, or None where the table does not know it (a
+    Vulkan line may name the chip, not the card)."""
+    try:
+        return gpu_facts(device)[0]
+    except ValueError:
+        return None
+
+
+def _vendor(match: str, family: str | None) -> str:
+    if family is None:
+        return "apple" if re.match(r"M\d", match) else "other"
+    return "amd" if family.startswith("gfx") else "nvidia" if family.startswith("sm_") else "other"
+
+
 def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: str | None = None,
             runtime: str | None = None) -> list[dict]:
-    gpu = gpu or meta.get("gpu")
     if not rows:
         return []
+    if gpu and meta.get("devices"):
+        # --gpu says which of the devices a paste names ran; it does not overrule what the paste says
+        named = {_known(d) for d in meta["devices"]} - {None}
+        if named and gpu_facts(gpu)[0] not in named:
+            raise UsageError(f"--gpu {gpu!r} is not a device the paste names ({'; '.join(meta['devices'])})")
+    gpu = gpu or meta.get("gpu")
     if not gpu:
         raise UsageError("the input names no device (no ggml_vulkan, Device or gpu_info line): give --gpu")
     match, family = gpu_facts(gpu)
@@ -175,12 +213,14 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
         if not re.fullmatch(r"(pp|tg)[1-9]\d*", test):
             continue  # pp512+tg128, pp512 @ d4096, tg0
         ngl = r.get("ngl")
-        if ngl not in (None, "") and ngl.isdigit() and int(ngl) == 0:
-            continue
+        if ngl not in (None, "") and ngl.isdigit() and int(ngl) < 99:
+            continue  # some layers may have stayed on the CPU: llama-bench's 99 offloads every layer
         backend = BACKEND.get(r.get("backend", "").split(",")[0].strip().lower())
         m = re.match(r"\s*([\d.]+)", r.get("t/s", ""))
         if backend is None or not m:
             continue
+        if VENDOR_BACKENDS.get(backend, _vendor(match, family)) != _vendor(match, family):
+            raise PasteError(f"a {backend} row on the {match}: {backend} does not run on it (is the GPU right?)")
         fa = r.get("fa")
         out.append({"gpu": gpu, "match": match, "family": family, "backend": backend, "runtime": runtime,
                     "build": meta.get("build"), "date": date, "model": r["model"], "size": r.get("size"),
@@ -242,9 +282,13 @@ def main(argv=None) -> int:
     import datetime
 
     try:
-        datetime.date.fromisoformat(args.date)
+        day = datetime.date.fromisoformat(args.date)
     except ValueError:
         print(f"add_bench: --date {args.date!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return 2
+    if day > datetime.date.today():
+        # the latest comparison is the one shown: a mistyped year would outrank every other
+        print(f"add_bench: --date {args.date} is after today: the day the post was published", file=sys.stderr)
         return 2
     if not args.url.startswith("https://"):
         print(f"add_bench: --url {args.url!r} is not an https address", file=sys.stderr)
@@ -265,8 +309,13 @@ def main(argv=None) -> int:
     except (PasteError, ValueError) as e:
         print(f"add_bench: {e}", file=sys.stderr)
         return 5
+    if not rows:
+        print("add_bench: no llama-bench table in the input (a header with model, backend, test and t/s columns, "
+              "or -o json output)", file=sys.stderr)
+        return 5
     if not es:
-        print("add_bench: no llama-bench row with every layer offloaded in the input", file=sys.stderr)
+        print(f"add_bench: none of the {len(rows)} rows is a generation or prompt test (tgN, ppN, no depth) of a "
+              "llama.cpp backend with every layer offloaded (ngl 99 or more)", file=sys.stderr)
         return 5
     from probes.host import InputError
     from selector.evidence import parse

@@ -82,6 +82,8 @@ def build() -> tuple[list[dict], list[tuple]]:
                 why = "a Raspberry Pi host (PCIe x1)"
             if why is None and "DOUBTFUL" in (r.get("note") or ""):
                 why = r["note"]
+            if why is None:
+                why = _partial(r)
             if why:
                 dropped.append((r["gpu"], r["url"], why))
                 continue
@@ -121,6 +123,22 @@ def build() -> tuple[list[dict], list[tuple]]:
             e["pair"] = None
     out.sort(key=lambda e: (e["match"], e["date"], e["url"], e["backend"], e["test"]))
     return out, dropped
+
+
+# llama.cpp's README of 2023, its Metal build: "Any value larger than 0 will offload the computation to the
+# GPU" (the whole graph ran on Metal); later builds offload by layer, as the other backends always did
+METAL_WHOLE_GRAPH_UNTIL = "2023-12-31"
+
+
+def _partial(r: dict) -> str | None:
+    """Why a row may have had layers on the CPU, else None: llama-bench's default, -ngl 99, offloads every
+    layer of any model here; fewer (a row's 'ngl' below 99) may leave some on the CPU."""
+    ngl = r.get("ngl")
+    if ngl is None or ngl >= 99:
+        return None
+    if ngl > 0 and r["backend"] == "metal" and r["date"] <= METAL_WHOLE_GRAPH_UNTIL:
+        return None
+    return f"ngl {ngl}: some layers may have stayed on the CPU (llama-bench's default 99 offloads every one)"
 
 
 def _over_bound(e: dict) -> str | None:
