@@ -669,6 +669,24 @@ def test_no_estimate_outside_what_the_published_runs_were(tmp_path):
     assert "estimate" not in p and "prompt" not in p and "per-layer embeddings" in p["no_estimate"]
 
 
+def test_a_broken_catalog_is_said_by_the_plan_not_taken_for_missing_runs(dense14b):
+    """With llama-bench-published.json unreadable the plan keeps its memory and bound, and says why it has
+    no estimate (it must not claim that fewer than four GPU models were published)."""
+    from conftest import machine
+
+    code = ("import sys, runpy; from selector import evidence; from probes.host import InputError\n"
+            "def broken(*a, **k): raise InputError(evidence.PATH, 'is not JSON (Expecting value: line 1 column 1)')\n"
+            "evidence.load = broken; sys.argv = ['pick-backend'] + sys.argv[1:]\n"
+            "runpy.run_module('selector', run_name='__main__')")
+    args = ["--root", machine("linux-ubuntu22.04-h100"), "plan", "llamacpp", "--model", dense14b, "--ctx-size", "4096",
+            "--backend", "cuda", "--json"]
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)["speed_estimate"]
+    assert p["tokens_per_s"] and "prompt" not in p and "estimate" not in p
+    assert p["no_estimate"].startswith("the published runs could not be read (") and "llama-bench-published.json: is not JSON" in p["no_estimate"]
+
+
 def test_windows_is_not_estimated_from_linux_runs(dense14b):
     # every published RX 7900 XTX run is Linux's (RADV, ROCm): as for the evidence line, Windows' driver is another
     p = _plan("windows11-rx7900xtx", dense14b, "--backend", "rocm")["speed_estimate"]

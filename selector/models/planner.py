@@ -254,9 +254,11 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     elif facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
         out["no_estimate"] = f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than by bandwidth"
     else:
-        results = _published()
+        results, broken = _published()
         est = calibrated(runtime, used, profile, results)
-        if est is None:
+        if broken:
+            out["no_estimate"] = f"the published runs could not be read ({broken})"
+        elif est is None:
             out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
                                   f"have published {runtime} generation runs on {OS_WORDS.get(os_name, os_name)} "
                                   f"of a dense model of "
@@ -292,16 +294,16 @@ def _row(profile, dev, exact: bool = False) -> dict | None:
     return row_for(dev.type, profile.metal.chip if dev.type == "metal" else dev.name, dev.memory_bytes, exact)
 
 
-def _published() -> list:
-    """The published llama-bench results, or none where the file is broken (the estimates are extra: a
-    broken file is said by `pick`, which reads it too)."""
+def _published() -> tuple[list, str]:
+    """The published llama-bench results, and where the file is broken, what is wrong with it (the
+    estimates are extra: the plan says why it has none, and keeps the rest)."""
     from probes.host import InputError
     from selector import evidence
 
     try:
-        return evidence.load()
-    except InputError:
-        return []
+        return list(evidence.load()), ""
+    except InputError as e:
+        return [], str(e)
 
 
 def _prompt(runtime: str, match: str, params: int, os_name: str, results: list) -> dict | None:
