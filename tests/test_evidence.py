@@ -510,15 +510,19 @@ def test_a_cards_estimate_is_what_published_cards_reached_of_the_bound_over_the_
 
     cards = {r["match"]: r["gbps"] for r in table()["amd"] if r.get("memory_gb") and "HBM" not in r.get("note", "")}
     shares: dict[str, list[float]] = {}
+    families = set()
     for r in evidence.load():
         if r.backend == "rocm" and r.test.startswith("tg") and r.match in cards and r.size_gib and r.size_gib >= 2 \
                 and not re.search(MOE_OR_PLE, r.model, re.I):
             shares.setdefault(r.match, []).append(r.tps * r.size_gib * (1 << 30) / (cards[r.match] * 1e9))
+            families.add(r.family[:-1] + "X")  # gfx1100 and gfx1101 are gfx110X
     per_gpu = {m: median(v) for m, v in shares.items()}
     assert len(per_gpu) >= 4 and not {"Radeon 8060S", "Radeon 890M"} & set(per_gpu)
     p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "rocm")
     est = p["speed_estimate"]["estimate"]
-    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "AMD discrete GPUs"
+    # too few of gfx110X alone: the vendor's cards, and the words say which families they are
+    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "AMD discrete GPUs of " + ", ".join(sorted(families))
+    assert "gfx110X" in families
     assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], rel=2e-3)
     assert (est["low"], est["high"]) == pytest.approx(
         (min(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], max(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"]), rel=2e-3)
@@ -563,6 +567,11 @@ def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_no
     dates = sorted(r.date for r in evidence.load() if r.match in per_gpu and r.backend == "cuda" and r.test.startswith("tg")
                    and r.size_gib and r.size_gib >= 2 and not re.search(MOE_OR_PLE, r.model, re.I))
     assert est["dates"] == [dates[0], dates[-1]] and f"{dates[0][:7]} to {dates[-1][:7]})" in est["basis"]
+    # an RTX 5090 (sm_120) has no GDDR runs of its family: the vendor's cards, and the words say they are
+    # all of sm_8X, none of its own
+    est = _plan("linux-ubuntu24.04-rtx5090", dense14b, "--backend", "cuda")["speed_estimate"]["estimate"]
+    assert est["group"] == "NVIDIA discrete GPUs of sm_8X, none of sm_12X" and sorted(est["gpus"]) == sorted(per_gpu)
+    assert f"(NVIDIA discrete GPUs of sm_8X, none of sm_12X, {dates[0][:7]} to {dates[-1][:7]})" in est["basis"]
     p = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")
     assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
     assert p["speed_estimate"]["no_estimate"].startswith("fewer than 4 models of NVIDIA GPUs with HBM have published cuda")

@@ -116,6 +116,11 @@ def calibration(results, runtime: str, family: str | None, vendor: str, memory: 
         pool = [x for g in vendor_groups for x in effs[g]]
         kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
         words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
+        families = sorted({g[0] for g in vendor_groups if effs[g] and g[0] != vendor})
+        if families:  # which families the runs are of, and that this GPU's is not among them where it is not
+            words += " of " + ", ".join(families)
+            if group and group not in families:
+                words += f", none of {group}"
     if len(pool) < least:
         return None
     values = sorted(e for _m, e, _d in pool)
