@@ -91,11 +91,22 @@ def row_for(kind: str, name: str | None, memory_bytes: int | None = None, exact:
     name fits several cards (the PCI table's "RX 7900 XTX/XT/GRE"), its memory tells them apart; failing
     that, ``exact`` answers None (which card it is cannot be told) and otherwise the fastest of them is
     taken, so that a bandwidth bound stays a bound.  A name of which one card is not in the table ("RX
-    9060 XT/9060") is, for ``exact``, of none: the card may be the one the table lacks."""
+    9060 XT/9060") is, for ``exact``, of none: the card may be the one the table lacks.  A part sold under
+    another's name (the RTX 3080's 12 GB, a row's ``variants``) is told by its memory; without it, ``exact``
+    takes the row's own part (the one a source naming no memory benchmarked: XiongjieDai's "3080 10GB")
+    and a bound the fastest."""
     alts = [_matching(kind, alt) for alt in _names(name or "")]
     if exact and len(alts) > 1 and not all(alts):
         return None
     cands = candidates(kind, name)
+    if memory_bytes and len(cands) == 1:
+        # a part sold under the same name with other memory and bandwidth (the RTX 3080's 12 GB): its own row
+        for v in cands[0].get("variants", ()):
+            if abs(v["memory_gb"] * (1 << 30) - memory_bytes) <= 0.1 * memory_bytes:
+                return {**cands[0], **v, "variants": ()}
+    if not memory_bytes and not exact and len(cands) == 1 and cands[0].get("variants"):
+        # which part it is cannot be told: the fastest, so that a bound stays a bound
+        return max([cands[0]] + [{**cands[0], **v, "variants": ()} for v in cands[0]["variants"]], key=lambda r: r["gbps"])
     if len(cands) > 1 and memory_bytes:
         sized = [r for r in cands if r.get("memory_gb") and abs(r["memory_gb"] * (1 << 30) - memory_bytes) <= 0.1 * memory_bytes]
         if len(sized) == 1:

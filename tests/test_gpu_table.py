@@ -52,6 +52,18 @@ def test_a_name_several_cards_share_is_told_apart_by_memory_or_not_at_all():
     assert row_for("amd_gpu", name)["gbps"] == 960  # a bound: the fastest of them (the XTX's 960 GB/s)
 
 
+def test_a_part_sold_under_another_parts_name_is_told_by_its_memory():
+    """NVIDIA sells an RTX 3080 of 10 GB (320-bit, 760 GB/s) and one of 12 GB (384-bit, 912 GB/s); NVML names
+    both "NVIDIA GeForce RTX 3080" (NVIDIA's RTX 3080 / 3080 Ti specifications).  A 12 GB card's bound is
+    its own, and published runs of the 10 GB part are not its own model's."""
+    name = "NVIDIA GeForce RTX 3080"
+    twelve = row_for("nvidia_gpu", name, 12 * GiB, exact=True)
+    assert (twelve["match"], twelve["gbps"]) == ("RTX 3080 12GB", 912)
+    assert (row_for("nvidia_gpu", name, 10 * GiB)["match"], row_for("nvidia_gpu", name, 10 * GiB)["gbps"]) == ("RTX 3080", 760)
+    assert row_for("nvidia_gpu", name, exact=True)["gbps"] == 760  # a source naming no memory: the row's own part
+    assert row_for("nvidia_gpu", name)["gbps"] == 912  # a bound without the memory: the fastest part
+
+
 @pytest.mark.parametrize("name,memory_gib,row", [
     # names as probes/tables/amd_pci.json gives them (libdrm's amdgpu.ids), told apart by memory where
     # AMD's specifications differ: RX 7800 XT 16 GB, RX 7700 XT 12 GB; RX 7600 8 GB, RX 7600 XT 16 GB
