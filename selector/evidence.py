@@ -109,6 +109,12 @@ def _os_of(r: dict, backend: str) -> str:
 def parse(data, path: str = PATH) -> list[Result]:
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise InputError(path, "must be an object with a 'results' list")
+    from selector.bandwidth import table
+
+    # `match` is the GPU table's name of the GPU measured: the pick says it and the estimates find its
+    # bandwidth by it, so a name the table lacks is a broken entry, not a GPU of its own
+    rows = [x for v in table().values() if isinstance(v, list) for x in v if isinstance(x, dict)]
+    known = {x.get("match") for x in rows} | {w.get("match") for x in rows for w in x.get("variants", ())}
     out = []
     for i, r in enumerate(data["results"]):
         at = f"results[{i}]"
@@ -143,6 +149,8 @@ def parse(data, path: str = PATH) -> list[Result]:
         tps = r.get("tps")
         if not isinstance(tps, (int, float)) or isinstance(tps, bool) or not 0 < tps < 1e6:
             raise InputError(path, f"{at}.tps: must be a positive number of tokens per second")
+        if text("match") not in known:
+            raise InputError(path, f"{at}.match: {r['match']!r} is not a GPU of the GPU table (catalogs/bandwidth.json)")
         fa = whole("fa")
         if fa not in (None, 0, 1):
             raise InputError(path, f"{at}.fa: must be 0, 1 or null")

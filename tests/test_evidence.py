@@ -263,6 +263,7 @@ def _entry(**change):
     ({"fa": 2}, "results[0].fa"),
     ({"ngl": "99"}, "results[0].ngl"),
     ({"gpu": ""}, "results[0].gpu"),
+    ({"match": "Nonexistent GPU"}, "results[0].match: 'Nonexistent GPU' is not a GPU of the GPU table"),
 ])
 def test_a_malformed_entry_is_named_with_its_field(change, says):
     with pytest.raises(InputError, match=re.escape(says)):
