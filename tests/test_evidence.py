@@ -91,6 +91,35 @@ def test_of_several_models_compared_that_day_the_majoritys_middle_one_is_shown_n
     assert evidence.comparison(list(reversed(results)), {"cuda", "vulkan"}) == evidence.comparison(results, {"cuda", "vulkan"})
 
 
+def _pair(pair, model, figures, date="2026-11-01"):
+    """Rows of one post's pair on an RX 7900 XTX: figures {(backend, test): t/s}."""
+    return [_entry(gpu="AMD Radeon RX 7900 XTX", match="RX 7900 XTX", family="gfx1100", backend=b, test=t, tps=v,
+                   pair=pair, model=model, date=date) for (b, t), v in figures.items()]
+
+
+def test_the_deciding_test_is_generation_then_llama_benchs_default_then_the_shortest():
+    # generation before prompts, even where the post ran no tg128 and did run the default pp512
+    rows = evidence.comparison(evidence.parse({"results": _pair("p", "m", {
+        ("vulkan", "pp512"): 900.0, ("rocm", "pp512"): 1000.0, ("vulkan", "tg256"): 60.0, ("rocm", "tg256"): 50.0})}),
+        {"vulkan", "rocm"})
+    assert [(r.backend, r.test) for r in rows][:2] == [("vulkan", "tg256"), ("rocm", "tg256")]
+    # tg128 before a shorter tg64; of two non-default prompt tests the shorter, by number not by name
+    rows = evidence.comparison(evidence.parse({"results": _pair("p", "m", {
+        ("vulkan", "tg64"): 70.0, ("rocm", "tg64"): 80.0, ("vulkan", "tg128"): 60.0, ("rocm", "tg128"): 50.0})}),
+        {"vulkan", "rocm"})
+    assert rows[0].test == "tg128" and rows[0].backend == "vulkan"
+    rows = evidence.comparison(evidence.parse({"results": _pair("p", "m", {
+        ("vulkan", "pp2048"): 700.0, ("rocm", "pp2048"): 800.0, ("vulkan", "pp256"): 600.0, ("rocm", "pp256"): 500.0})}),
+        {"vulkan", "rocm"}, "pp")
+    assert rows[0].test == "pp256" and rows[0].backend == "vulkan"
+
+
+def test_when_each_backend_led_on_as_many_models_the_larger_lead_is_shown():
+    results = evidence.parse({"results": _pair("a", "model a", {("vulkan", "tg128"): 110.0, ("rocm", "tg128"): 100.0}) +
+                              _pair("b", "model b", {("vulkan", "tg128"): 100.0, ("rocm", "tg128"): 150.0})})
+    assert [r.backend for r in evidence.comparison(results, {"vulkan", "rocm"})] == ["rocm", "vulkan"]
+
+
 def test_a_comparison_is_of_one_model_with_one_setting_never_across_models():
     rows, meta = add_bench.parse_table(TWO_MODELS)
     es = add_bench.entries(rows, meta, "https://github.com/x/y/issues/1", "comment by a", "2026-01-01")
