@@ -22,6 +22,19 @@ def table() -> dict:
         return {}
 
 
+@lru_cache(maxsize=None)
+def by_match() -> dict[str, tuple[str, dict]]:
+    """Every GPU model of the table by its name (``match``): (the device kind, its row), a part sold under
+    another's name (a row's ``variants``: the RTX 3080 12GB) as a row of its own."""
+    out: dict[str, tuple[str, dict]] = {}
+    for kind, vendor in VENDOR.items():
+        for row in table().get(vendor, []):
+            out.setdefault(row["match"], (kind, row))
+            for v in row.get("variants", ()):
+                out.setdefault(v["match"], (kind, {**row, **v, "variants": ()}))
+    return out
+
+
 def _clean(name: str) -> str:
     return " ".join(re.sub(r"\((?:tm|r)\)|™|®", " ", name, flags=re.I).split())
 
@@ -99,6 +112,9 @@ def row_for(kind: str, name: str | None, memory_bytes: int | None = None, exact:
     if exact and len(alts) > 1 and not all(alts):
         return None
     cands = candidates(kind, name)
+    for v in (cands[0].get("variants", ()) if len(cands) == 1 else ()):
+        if re.search(r"(?<![A-Za-z0-9])" + re.escape(v["match"]) + r"(?![A-Za-z0-9])", _clean(name or ""), re.I):
+            return {**cands[0], **v, "variants": ()}  # the name says which part: "RTX 3080 12GB"
     if memory_bytes and len(cands) == 1:
         # a part sold under the same name with other memory and bandwidth (the RTX 3080's 12 GB): its own row
         for v in cands[0].get("variants", ()):

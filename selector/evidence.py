@@ -109,12 +109,11 @@ def _os_of(r: dict, backend: str) -> str:
 def parse(data, path: str = PATH) -> list[Result]:
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise InputError(path, "must be an object with a 'results' list")
-    from selector.bandwidth import table
+    from selector.bandwidth import by_match
 
     # `match` is the GPU table's name of the GPU measured: the pick says it and the estimates find its
     # bandwidth by it, so a name the table lacks is a broken entry, not a GPU of its own
-    rows = [x for v in table().values() if isinstance(v, list) for x in v if isinstance(x, dict)]
-    known = {x.get("match") for x in rows} | {w.get("match") for x in rows for w in x.get("variants", ())}
+    known = by_match()
     out = []
     for i, r in enumerate(data["results"]):
         at = f"results[{i}]"
@@ -211,8 +210,10 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
     "pp": those tests only); the deciding test first (tg128, else pp512, else the type's shortest),
     fastest first per test.  Where that day's posts compared several models, the model shown is one on
     which the backend that led most of them led, the middle one by its lead: never the one a name
-    sorts first.  [] when no post compared them."""
-    wanted = set(backends)
+    sorts first; an exact tie keeps the order of ``backends`` (the catalog's).  [] when no post compared
+    them."""
+    order = {b: i for i, b in enumerate(backends)}  # the catalog's order: what an exact tie keeps
+    wanted = set(order)
     groups: dict[tuple, list[Result]] = {}
     for r in results:
         if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)):
@@ -227,7 +228,7 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
         for test, backend in first:
             tests.setdefault(test, set()).add(backend)
         kept = sorted((r for (test, _b), r in first.items() if len(tests[test]) > 1),
-                      key=lambda r: (_test_order(r.test), -r.tps))
+                      key=lambda r: (_test_order(r.test), -r.tps, order[r.backend]))
         if kept:
             decide = [r for r in kept if r.test == kept[0].test]
             compared.append((max(r.date for r in kept), decide[0].backend, decide[0].tps / decide[1].tps, key, kept))
@@ -239,7 +240,7 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
     for c in latest:
         leads.setdefault(c[1], []).append(c)
     # the backend that led on most models (a tie: the larger typical lead), its middle model by lead
-    led = max(leads.values(), key=lambda cs: (len(cs), sorted(c[2] for c in cs)[(len(cs) - 1) // 2]))
+    led = max(leads.values(), key=lambda cs: (len(cs), sorted(c[2] for c in cs)[(len(cs) - 1) // 2], -order[cs[0][1]]))
     led.sort(key=lambda c: (c[2], c[3][0], c[3][1]))
     return led[(len(led) - 1) // 2][4]
 
@@ -264,9 +265,7 @@ def _tps(r: Result) -> str:
     return ("~" if "(derived)" in (r.note or "") else "") + text
 
 
-def words(rows: list[Result], scope_words: str) -> str:
-    """'published on RX 7900 XTX: vulkan tg128 172 vs rocm 138, rocm pp512 4210 vs vulkan 3650
-    (llama 7B Q4_0; ggml-org/llama.cpp#20934, b5298, 2025-05)'."""
+def _parts(rows: list[Result]) -> str:
     by_test: dict[str, list[Result]] = {}
     for r in rows:
         by_test.setdefault(r.test, []).append(r)
@@ -274,8 +273,30 @@ def words(rows: list[Result], scope_words: str) -> str:
     for test, rs in by_test.items():
         first, rest = rs[0], rs[1:]
         parts.append(f"{first.backend} {test} {_tps(first)} vs " + " vs ".join(f"{r.backend} {_tps(r)}" for r in rest))
+    return ", ".join(parts)
+
+
+def _of(rows: list[Result]) -> str:
+    """'llama 7B Q4_0; kyuz0/amd-strix-halo-toolboxes, b9187, 2026-05': the model and where it was published."""
     r0 = rows[0]
     builds = {r.build for r in rows}
     build = r0.build if len(builds) == 1 else None  # one build for every row, or none said
-    where = ", ".join(x for x in (r0.source, build, r0.date[:7]) if x)
-    return f"published on {scope_words}: {', '.join(parts)} ({r0.model}; {where})"
+    return f"{r0.model}; " + ", ".join(x for x in (r0.source, build, r0.date[:7]) if x)
+
+
+def words(rows: list[Result], scope_words: str) -> str:
+    """'published on RX 7900 XTX: vulkan tg128 172 vs rocm 138, rocm pp512 4210 vs vulkan 3650
+    (llama 7B Q4_0; ggml-org/llama.cpp#20934, b5298, 2025-05)'."""
+    return f"published on {scope_words}: {_parts(rows)} ({_of(rows)})"
+
+
+def words_each(segments: list[tuple[str, list[Result]]]) -> str:
+    """Several comparisons (generation's, the prompts') in one line: one source said once where they share
+    it, else each with its own; a second GPU named where they were run on two."""
+    if len({where for where, _r in segments}) == 1 and len({_of(rows) for _w, rows in segments}) == 1:
+        return words([r for _w, rows in segments for r in rows], segments[0][0])
+    out = []
+    for i, (where, rows) in enumerate(segments):
+        lead = f"published on {where}: " if i == 0 else (f"on {where}: " if where != segments[i - 1][0] else "")
+        out.append(f"{lead}{_parts(rows)} ({_of(rows)})")
+    return ", ".join(out) if len({w for w, _r in segments}) == 1 else "; ".join(out)

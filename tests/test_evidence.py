@@ -114,6 +114,14 @@ def test_the_deciding_test_is_generation_then_llama_benchs_default_then_the_shor
     assert rows[0].test == "pp256" and rows[0].backend == "vulkan"
 
 
+def test_an_exact_tie_keeps_the_catalogs_order_whatever_order_the_rows_come_in():
+    rows = _pair("a", "model a", {("vulkan", "tg128"): 110.0, ("rocm", "tg128"): 100.0}) + \
+        _pair("b", "model b", {("vulkan", "tg128"): 100.0, ("rocm", "tg128"): 110.0})
+    for given in (rows, rows[::-1]):
+        assert evidence.comparison(evidence.parse({"results": given}), ["vulkan", "rocm"])[0].backend == "vulkan"
+        assert evidence.comparison(evidence.parse({"results": given}), ["rocm", "vulkan"])[0].backend == "rocm"
+
+
 def test_when_each_backend_led_on_as_many_models_the_larger_lead_is_shown():
     results = evidence.parse({"results": _pair("a", "model a", {("vulkan", "tg128"): 110.0, ("rocm", "tg128"): 100.0}) +
                               _pair("b", "model b", {("vulkan", "tg128"): 100.0, ("rocm", "tg128"): 150.0})})
@@ -235,6 +243,18 @@ def test_a_backend_that_cannot_run_on_the_gpu_named_refuses_the_paste():
     assert r.returncode == 5 and "rocm row on the RTX 2070" in r.stderr
 
 
+def test_auto_offload_is_not_every_layer_and_2023_metal_offloaded_all_with_any_ngl():
+    text = pasted("rtx2070-vulkan-pr13324.txt").replace("|  99 |  1 |           tg128 |", "|  -1 |  1 |           tg128 |")
+    assert [e["test"] for e in json.loads(_tool(*SOURCE, input=text).stdout)] == ["pp512"]
+    metal = ("| model | size | params | backend | ngl | test | t/s |\n|---|---|---|---|---|---|---|\n"
+             "| LLaMA 7B mostly Q4_0 | 3.56 GiB | 6.74 B | Metal | 1 | tg128 | 88.54 ± 0.05 |\n")
+    a = ["--url", "https://github.com/ggml-org/llama.cpp/pull/2917", "--where", "ggerganov", "--gpu", "Apple M2 Ultra"]
+    r = _tool(*a, "--date", "2023-09-04", input=metal)
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["ngl"] == 1
+    assert _tool(*a, "--date", "2025-09-04", input=metal).returncode == 5  # a layer-by-layer build: one layer
+    assert _tool(*a, "--date", "2022-09-04", input=metal).returncode == 2  # before llama.cpp existed
+
+
 def test_rows_that_may_have_left_layers_on_the_cpu_are_left_out():
     """llama-bench's -ngl defaults to 99, every layer of any model here; a row of -ngl 20 may have run
     layers on the CPU, so it speaks for no GPU backend (nor pairs with one that offloaded)."""
@@ -249,7 +269,10 @@ def test_rows_that_may_have_left_layers_on_the_cpu_are_left_out():
 @pytest.mark.parametrize("change,says", [
     ({"model_size": "big"}, "model_size is a number of bytes"), ({"gpu_info": ["RTX 4090"]}, "gpu_info is text"),
     ({"backends": ["CUDA"]}, "backends is text"), ({"build_number": "6000"}, "build_number is a number"),
-    ({"n_gpu_layers": True}, "n_gpu_layers is a number")])
+    ({"n_gpu_layers": True}, "n_gpu_layers is a number"), ({"model_size": 10 ** 400}, "model_size is a number of bytes"),
+    ({"avg_ts": True}, "avg_ts are llama-bench's fields"), ({"n_gen": 10 ** 30}, "not a llama-bench run's figures"),
+    ({"avg_ts": float("nan")}, "not a llama-bench run's figures"), ({"flash_attn": 2}, "flash_attn is true, false, 0 or 1"),
+    ({"n_depth": "0"}, "n_depth is a number")])
 def test_malformed_llama_bench_json_is_named_by_its_field_not_a_traceback(change, says):
     run = {"model_type": "llama 7B Q4_0", "model_size": 3825205248, "model_n_params": 6738415616, "backends": "Vulkan",
            "n_gpu_layers": 99, "gpu_info": "AMD Radeon RX 7900 XTX", "build_number": 6000, "n_prompt": 0, "n_gen": 128,
@@ -293,6 +316,7 @@ def _entry(**change):
     ({"ngl": "99"}, "results[0].ngl"),
     ({"gpu": ""}, "results[0].gpu"),
     ({"match": "Nonexistent GPU"}, "results[0].match: 'Nonexistent GPU' is not a GPU of the GPU table"),
+    ({"match": "EPYC 9575F"}, "results[0].match: 'EPYC 9575F' is not a GPU"),  # the table's CPU rows are not GPUs
 ])
 def test_a_malformed_entry_is_named_with_its_field(change, says):
     with pytest.raises(InputError, match=re.escape(says)):
@@ -349,6 +373,33 @@ def test_the_pick_shows_what_was_published_for_the_backends_that_run_on_its_gpu(
     assert all(e["source"].startswith("https://github.com/kyuz0/amd-strix-halo-toolboxes/") for e in rec["evidence"])
     # the probe names the iGPU "8060S/8050S/8040S": which model it is cannot be told, so the runs are its family's
     assert {e["scope"] for e in rec["evidence"]} == {"family"}
+
+
+def test_generation_and_prompts_each_show_their_own_comparison_and_the_measured_pick_follows_it():
+    """nihmar's RX 9060 XT post: Vulkan led tg128 on all three models (the middle: qwen35 27B IQ3_S, 21.77 vs
+    20.04), ROCm led pp512 on two (the smaller lead: gemma4 12B Q4_0, 1599.74 vs 1533.09).  The evidence
+    holds both, each of its model, and --policy measured --metric pp picks what the prompt rows say."""
+    from conftest import run_cli
+
+    r = run_cli("--gpu", "RX 9060 XT", "llamacpp", "--json")
+    rec = r.json()["recipes"]["llamacpp"]
+    got = [(e["backend"], e["test"], e["tokens_per_s"], e["model"]) for e in rec["evidence"]]
+    assert got[:4] == [("vulkan", "tg128", 21.77, "qwen35 27B IQ3_S - 3.4375 bpw"),
+                       ("rocm", "tg128", 20.04, "qwen35 27B IQ3_S - 3.4375 bpw"),
+                       ("rocm", "pp512", 1599.74, "gemma4 ?B Q4_0"), ("vulkan", "pp512", 1533.09, "gemma4 ?B Q4_0")]
+    text = run_cli("--gpu", "RX 9060 XT", "llamacpp").out
+    assert "vulkan tg128 21.8 vs rocm 20.0 (qwen35 27B IQ3_S - 3.4375 bpw;" in text
+    assert "rocm pp512 1600 vs vulkan 1533" in text.split("(qwen35")[1]
+    for metric, leader in (("pp", "rocm"), ("tg", "vulkan")):
+        assert _pick_gpu("RX 9060 XT", "--policy", "measured", "--metric", metric)["backend"] == leader
+
+
+def _pick_gpu(gpu, *args):
+    from conftest import run_cli
+
+    r = run_cli("--gpu", gpu, "llamacpp", "--json", *args)
+    assert r.rc == 0, r.err
+    return r.json()["recipes"]["llamacpp"]
 
 
 def test_the_rx_7900_xtx_pick_cites_the_issue_that_compared_its_backends():

@@ -62,6 +62,11 @@ def test_a_part_sold_under_another_parts_name_is_told_by_its_memory():
     assert (row_for("nvidia_gpu", name, 10 * GiB)["match"], row_for("nvidia_gpu", name, 10 * GiB)["gbps"]) == ("RTX 3080", 760)
     assert row_for("nvidia_gpu", name, exact=True)["gbps"] == 760  # a source naming no memory: the row's own part
     assert row_for("nvidia_gpu", name)["gbps"] == 912  # a bound without the memory: the fastest part
+    # a source that names the part is of it, with or without the memory
+    assert row_for("nvidia_gpu", "NVIDIA GeForce RTX 3080 12GB", exact=True)["match"] == "RTX 3080 12GB"
+    from selector.bandwidth import by_match
+
+    assert by_match()["RTX 3080 12GB"][1]["gbps"] == 912 and by_match()["RTX 3080"][1]["gbps"] == 760
 
 
 @pytest.mark.parametrize("name,memory_gib,row", [

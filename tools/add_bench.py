@@ -109,14 +109,21 @@ def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
         raise PasteError("not llama-bench JSON: a list of runs (objects) is expected")
     rows, gpus, builds = [], [], []
     for i, run in enumerate(data):
-        n_prompt, n_gen = run.get("n_prompt"), run.get("n_gen")
-        if not isinstance(n_prompt, int) or not isinstance(n_gen, int) or not isinstance(run.get("avg_ts"), (int, float)):
+        n_prompt, n_gen, ts = run.get("n_prompt"), run.get("n_gen"), run.get("avg_ts")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n_prompt, n_gen)) \
+                or not isinstance(ts, (int, float)) or isinstance(ts, bool):
             raise PasteError(f"run {i}: n_prompt, n_gen and avg_ts are llama-bench's fields; this run lacks one")
+        if not 0 <= n_prompt <= 1 << 20 or not 0 <= n_gen <= 1 << 20 or not 0 < ts < 1e6:
+            raise PasteError(f"run {i}: n_prompt {n_prompt}, n_gen {n_gen}, avg_ts {ts}: not a llama-bench run's figures")
         for key, kinds, what in (("model_size", int, "a number of bytes"), ("model_n_params", int, "a number"),
                                  ("n_gpu_layers", int, "a number"), ("build_number", int, "a number"),
+                                 ("n_depth", int, "a number"), ("flash_attn", (bool, int), "true, false, 0 or 1"),
                                  ("model_type", str, "text"), ("backends", str, "text"), ("gpu_info", str, "text")):
-            if run.get(key) is not None and (not isinstance(run[key], kinds) or isinstance(run[key], bool)):
-                raise PasteError(f"run {i}: {key} is {what} in llama-bench's JSON, not {json.dumps(run[key])[:40]}")
+            v = run.get(key)
+            if v is not None and (not isinstance(v, kinds) or (isinstance(v, bool) and kinds is int)
+                                  or (key == "flash_attn" and v not in (0, 1))
+                                  or (kinds is int and not 0 <= v < 1 << 50 and key != "n_gpu_layers")):
+                raise PasteError(f"run {i}: {key} is {what} in llama-bench's JSON, not {json.dumps(v)[:40]}")
         if run.get("n_depth") or (n_prompt and n_gen) or not (n_prompt or n_gen):
             continue
         fa = run.get("flash_attn")
@@ -176,6 +183,23 @@ def _family(kind: str, row: dict) -> str | None:
     return None
 
 
+# llama.cpp's README of 2023, its Metal build: "Any value larger than 0 will offload the computation to the
+# GPU" (the whole graph ran on Metal); later builds offload by layer, as the other backends always did
+METAL_WHOLE_GRAPH_UNTIL = "2023-12-31"
+FIRST_DAY = "2023-03-10"  # llama.cpp's first commit: no llama.cpp result is older
+
+
+def partial(ngl, backend: str, date: str) -> str | None:
+    """Why a row may have had layers on the CPU, else None: llama-bench's default, -ngl 99, offloads every
+    layer of any model here; fewer may leave some on the CPU (and a negative one is 'auto', which fits what
+    it can).  ``ngl`` None: the row does not say, and llama-bench's default is 99."""
+    if ngl is None or (isinstance(ngl, int) and ngl >= 99):
+        return None
+    if isinstance(ngl, int) and ngl > 0 and backend == "metal" and date <= METAL_WHOLE_GRAPH_UNTIL:
+        return None
+    return f"ngl {ngl}: some layers may have stayed on the CPU (llama-bench's default 99 offloads every one)"
+
+
 VENDOR_BACKENDS = {"rocm": "amd", "cuda": "nvidia", "metal": "apple"}  # vulkan, sycl and the CPU run on several
 
 
@@ -213,9 +237,10 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
         if not re.fullmatch(r"(pp|tg)[1-9]\d*", test):
             continue  # pp512+tg128, pp512 @ d4096, tg0
         ngl = r.get("ngl")
-        if ngl not in (None, "") and ngl.isdigit() and int(ngl) < 99:
-            continue  # some layers may have stayed on the CPU: llama-bench's 99 offloads every layer
+        ngl = None if ngl in (None, "") else int(ngl) if re.fullmatch(r"-?\d+", ngl) else ngl
         backend = BACKEND.get(r.get("backend", "").split(",")[0].strip().lower())
+        if partial(ngl, backend or "", date):
+            continue
         m = re.match(r"\s*([\d.]+)", r.get("t/s", ""))
         if backend is None or not m:
             continue
@@ -224,7 +249,7 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
         fa = r.get("fa")
         out.append({"gpu": gpu, "match": match, "family": family, "backend": backend, "runtime": runtime,
                     "build": meta.get("build"), "date": date, "model": r["model"], "size": r.get("size"),
-                    "params": r.get("params"), "ngl": int(ngl) if ngl and ngl.isdigit() else None,
+                    "params": r.get("params"), "ngl": ngl,
                     "fa": int(fa) if fa in ("0", "1") else None, "test": test, "tps": float(m[1]), "url": url,
                     "where": where, "pair": None, "quote": r["_line"]})
     # a pair is one model run on two or more backends with the same settings: rows of another model, or
@@ -285,6 +310,9 @@ def main(argv=None) -> int:
         day = datetime.date.fromisoformat(args.date)
     except ValueError:
         print(f"add_bench: --date {args.date!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return 2
+    if args.date < FIRST_DAY:
+        print(f"add_bench: --date {args.date} is before llama.cpp's first commit ({FIRST_DAY})", file=sys.stderr)
         return 2
     if day > datetime.date.today():
         # the latest comparison is the one shown: a mistyped year would outrank every other

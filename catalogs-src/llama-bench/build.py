@@ -83,7 +83,7 @@ def build() -> tuple[list[dict], list[tuple]]:
             if why is None and "DOUBTFUL" in (r.get("note") or ""):
                 why = r["note"]
             if why is None:
-                why = _partial(r)
+                why = add_bench.partial(r.get("ngl"), r["backend"], r["date"])
             if why:
                 dropped.append((r["gpu"], r["url"], why))
                 continue
@@ -125,35 +125,18 @@ def build() -> tuple[list[dict], list[tuple]]:
     return out, dropped
 
 
-# llama.cpp's README of 2023, its Metal build: "Any value larger than 0 will offload the computation to the
-# GPU" (the whole graph ran on Metal); later builds offload by layer, as the other backends always did
-METAL_WHOLE_GRAPH_UNTIL = "2023-12-31"
-
-
-def _partial(r: dict) -> str | None:
-    """Why a row may have had layers on the CPU, else None: llama-bench's default, -ngl 99, offloads every
-    layer of any model here; fewer (a row's 'ngl' below 99) may leave some on the CPU."""
-    ngl = r.get("ngl")
-    if ngl is None or ngl >= 99:
-        return None
-    if ngl > 0 and r["backend"] == "metal" and r["date"] <= METAL_WHOLE_GRAPH_UNTIL:
-        return None
-    return f"ngl {ngl}: some layers may have stayed on the CPU (llama-bench's default 99 offloads every one)"
-
-
 def _over_bound(e: dict) -> str | None:
     """Why a generation run of a dense model is faster than reading its file at the GPU's bandwidth can
     be (a token then reads less than the file, or the row is wrong), else None: the speed estimate's
     calibration takes such runs as every weight read per token."""
-    from selector.bandwidth import table
+    from selector.bandwidth import by_match
     from selector.evidence import _size
     from selector.models.speed import _dense
 
     if not e["test"].startswith("tg") or not _dense(e["model"]) or not e.get("size"):
         return None
     gib = _size(e["size"], "", "size")
-    gbps = next((row["gbps"] for rows in table().values() if isinstance(rows, list) for row in rows
-                 if isinstance(row, dict) and row.get("match") == e["match"] and "gbps" in row), None)
+    gbps = by_match().get(e["match"], (None, {}))[1].get("gbps")
     if not gib or not gbps:
         return None
     bound = gbps * 1e9 / (gib * (1 << 30))

@@ -81,10 +81,14 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     d = Decision(recipe_name, chosen.name, chosen.device, chosen.state, why, run_args, vs, is_pinned,
                  warnings, notes, channel, run_env, kept)
     if chosen.supported and settings.published is not None:
-        rows, where = published(vs, chosen, settings.published, os_name=m.os)
-        if rows:
-            from selector.evidence import words
+        # generation's comparison and the prompts' (each the latest of its own, so a post's prompt figures
+        # are never shown for the model its generation figures chose), each the one --metric acts on
+        segments = [seg for metric in ("tg", "pp") if (seg := published(vs, chosen, settings.published, metric, m.os))[0]]
+        if segments:
+            from selector.evidence import words_each
 
-            d.evidence, d.evidence_words = rows, words(rows, where)
-            d.evidence_scope = "gpu" if where == rows[0].match else "family"  # where: the model, else "gfx1100 (...)"
+            d.evidence = [r for rows, _w in segments for r in rows]
+            # where: the GPU model's name, else "RTX 4070 Ti (sm_89, this GPU's family)"
+            d.evidence_scopes = [("gpu" if where == r.match else "family") for rows, where in segments for r in rows]
+            d.evidence_words = words_each([(where, rows) for rows, where in segments])
     return d

@@ -134,11 +134,11 @@ class Decision(Record):
     # what published llama-bench runs say of the backends that run on the chosen device (evidence.Result)
     evidence: list = field(default_factory=list)
     evidence_words: str = ""
-    evidence_scope: str | None = None  # "gpu": runs on this GPU model; "family": on another of its family
+    evidence_scopes: list = field(default_factory=list)  # per row: "gpu" (this GPU model) or "family" (another of it)
 
     def __init__(self, recipe, backend, device, state, reason, run_args, backends, pinned=False, warnings=None,
                  notes=None, channel="stable", run_env=None, run_devices=None, evidence=None,
-                 evidence_words="", evidence_scope=None):  # hot path: one per recipe decided, spelled out
+                 evidence_words="", evidence_scopes=None):  # hot path: one per recipe decided, spelled out
         self.recipe, self.backend, self.device, self.state = recipe, backend, device, state
         self.reason, self.run_args, self.backends, self.pinned = reason, run_args, backends, pinned
         self.warnings = [] if warnings is None else warnings
@@ -148,7 +148,7 @@ class Decision(Record):
         self.run_devices = [] if run_devices is None else run_devices
         self.evidence = [] if evidence is None else evidence
         self.evidence_words = evidence_words
-        self.evidence_scope = evidence_scope
+        self.evidence_scopes = [] if evidence_scopes is None else evidence_scopes
 
     @property
     def ok(self) -> bool:
@@ -177,7 +177,7 @@ class Decision(Record):
             "backends": [v.to_dict() for v in self.backends],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
-            "evidence": [{**r.to_dict(), "scope": self.evidence_scope} for r in self.evidence],
+            "evidence": [{**r.to_dict(), "scope": scope} for r, scope in zip(self.evidence, self.evidence_scopes)],
         }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from selector.bandwidth import VENDOR, memory_kind, row_for, table  # noqa: F401 - the table is the GPU table's
+from selector.bandwidth import VENDOR, by_match, memory_kind, row_for, table  # noqa: F401 - the table is the GPU table's
 
 
 def bandwidth_of(profile, device) -> tuple[float, str] | None:
@@ -79,8 +79,7 @@ def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str,
         if r.backend != runtime or not r.test.startswith("tg") or not r.size_gib or r.match == exclude \
                 or r.size_gib < MIN_CALIBRATION_GIB or not _dense(r.model):
             continue
-        kind = next((k for k, v in VENDOR.items() if any(x["match"] == r.match for x in table().get(v, []))), None)
-        row = next((x for x in table().get(VENDOR.get(kind, ""), []) if x["match"] == r.match), None)
+        kind, row = by_match().get(r.match, (None, None))
         if row is None:
             continue
         # the whole file over the bandwidth: llama-bench prints no other size (the estimate applies the
