@@ -394,6 +394,16 @@ def test_generation_and_prompts_each_show_their_own_comparison_and_the_measured_
         assert _pick_gpu("RX 9060 XT", "--policy", "measured", "--metric", metric)["backend"] == leader
 
 
+def test_comparisons_of_two_gpus_name_each_and_one_source_is_said_once():
+    tg = evidence.parse({"results": _pair("a", "model a", {("vulkan", "tg128"): 110.0, ("rocm", "tg128"): 100.0})})
+    pp = evidence.parse({"results": _pair("b", "model b", {("rocm", "pp512"): 900.0, ("vulkan", "pp512"): 800.0})})
+    two = evidence.words_each([("RX 7900 XTX", tg), ("RX 7900 XT (gfx1100, this GPU's family)", pp)])
+    assert two.startswith("published on RX 7900 XTX: vulkan tg128 110 vs rocm 100 (model a; ")
+    assert "; on RX 7900 XT (gfx1100, this GPU's family): rocm pp512 900 vs vulkan 800 (model b; " in two
+    same = evidence.words_each([("RX 7900 XTX", tg), ("RX 7900 XTX", pp)])
+    assert same.count("published on") == 1 and "(model a; " in same and "), rocm pp512 900 vs vulkan 800 (model b; " in same
+
+
 def _pick_gpu(gpu, *args):
     from conftest import run_cli
 
