@@ -57,6 +57,26 @@ SHAPES = {
                           vocab=3000, tok="bpe", wtype="Q4_0", experts=8, experts_used=2, ff_exp=256),
 }
 
+# Real models' widths (their GGUF headers' values), for the capture on a GPU machine
+# (tools/device_capture.py): a few GiB each, written with tiled weights so they take seconds.  The
+# mixture of experts keeps 12 of Qwen3-30B-A3B's 48 layers; every other width is the model's own.
+REAL_SHAPES = {
+    # Llama 3.1 8B: 32 layers, n_embd 4096, 32/8 heads, n_ff 14336, vocabulary 128256
+    "llama3-8b-q4_0": dict(arch="llama", layers=32, embd=4096, heads=32, kv_heads=8, ff=14336, vocab=128256,
+                           tok="bpe", wtype="Q4_0", ctx_train=131072),
+    # Gemma 3 4B: 34 layers (5 of 6 sliding, window 1024), n_embd 2560, 8/4 heads of 256, n_ff 10240,
+    # vocabulary 262144, tied embeddings
+    "gemma3-4b-q8_0": dict(arch="gemma3", layers=34, embd=2560, heads=8, kv_heads=4, head_dim=256, ff=10240,
+                           vocab=262144, tok="spm", wtype="Q8_0", tied=True, swa=1024, ctx_train=131072),
+    # Qwen3-30B-A3B's widths, 12 of its 48 layers: n_embd 2048, 32/4 heads of 128, 128 experts of 768, 8 used
+    "qwen3moe-30b-a3b-12l-q4_0": dict(arch="qwen3moe", layers=12, embd=2048, heads=32, kv_heads=4, head_dim=128,
+                                      ff=0, vocab=151936, tok="bpe", wtype="Q4_0", experts=128, experts_used=8,
+                                      ff_exp=768, ctx_train=262144),
+    # Qwen2.5 3B: 36 layers, n_embd 2048, 16/2 heads, n_ff 11008, q/k/v biases, tied, vocabulary 151936
+    "qwen2.5-3b-tied-q8_0": dict(arch="qwen2", layers=36, embd=2048, heads=16, kv_heads=2, ff=11008,
+                                 vocab=151936, tok="bpe", wtype="Q8_0", tied=True, bias=True, ctx_train=32768),
+}
+
 CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
           "{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
 
@@ -129,8 +149,18 @@ def _q4_k(rng, rows: int, cols: int) -> np.ndarray:
     return blocks.reshape(rows, cols // 256 * 144)
 
 
-def _weight(w, rng, name: str, shape: tuple, wtype: str) -> None:
-    """A matrix (or a stack of them: experts) of ``shape`` = (..., rows, cols), numpy order."""
+def _weight(w, rng, name: str, shape: tuple, wtype: str, tile: bool = False) -> None:
+    """A matrix (or a stack of them: experts) of ``shape`` = (..., rows, cols), numpy order.  With
+    ``tile`` the rows repeat a random slab of 64 (the bytes and so the memory are the same; writing
+    GiB takes seconds instead of minutes)."""
+    rows = int(np.prod(shape[:-1]))
+    if tile and rows > 64 and wtype != "F32":
+        slab = _Slab()
+        _weight(slab, rng, name, (64, shape[-1]), wtype)
+        data = np.tile(slab.data, (-(-rows // 64), 1))[:rows]
+        w.add_tensor(name, data.reshape(*shape[:-1], -1) if slab.raw is not None else data.reshape(shape),
+                     raw_dtype=slab.raw)
+        return
     a = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
     if wtype == "F32":
         w.add_tensor(name, a)
@@ -144,15 +174,22 @@ def _weight(w, rng, name: str, shape: tuple, wtype: str) -> None:
         w.add_tensor(name, gguf.quants.quantize(a, q), raw_dtype=q)
 
 
+class _Slab:
+    """Stands in for a GGUFWriter to catch one tensor's bytes."""
+    def add_tensor(self, name, data, raw_dtype=None):
+        self.data, self.raw = data, raw_dtype
+
+
 def _ones(w, name: str, n: int) -> None:
     w.add_tensor(name, np.ones(n, dtype=np.float32))
 
 
-def write(path: str, key: str, seed: int = 7) -> str:
-    """Write the model ``key`` of SHAPES to ``path`` (once: an existing file is kept) and return the path."""
+def write(path: str, key: str, seed: int = 7, tile: bool = False) -> str:
+    """Write the model ``key`` of SHAPES (or REAL_SHAPES) to ``path`` (once: an existing file is kept)
+    and return the path."""
     if os.path.exists(path):
         return path
-    s = SHAPES[key]
+    s = SHAPES.get(key) or REAL_SHAPES[key]
     rng = np.random.default_rng(seed)
     arch, n, e = s["arch"], s["layers"], s["embd"]
     hd = s.get("head_dim", e // s["heads"])
@@ -166,7 +203,7 @@ def write(path: str, key: str, seed: int = 7) -> str:
     w.add_description("random weights for pick-backend's tests; not a trained model")
     w.add_file_type({"F16": 1, "Q8_0": 7, "Q4_0": 2, "Q4_K": 15}[t])
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_context_length(32768)
+    w.add_context_length(s.get("ctx_train", 32768))
     w.add_embedding_length(e)
     w.add_block_count(n)
     w.add_feed_forward_length(s["ff"])
@@ -186,17 +223,17 @@ def write(path: str, key: str, seed: int = 7) -> str:
     (_spm if s["tok"] == "spm" else _bpe)(w, s["vocab"])
     w.add_chat_template(CHATML)
     vocab = s["vocab"]
-    _weight(w, rng, "token_embd.weight", (vocab, e), big)
+    _weight(w, rng, "token_embd.weight", (vocab, e), big, tile)
     for il in range(n):
         b = f"blk.{il}."
         _ones(w, b + "attn_norm.weight", e)
-        _weight(w, rng, b + "attn_q.weight", (q, e), t)
-        _weight(w, rng, b + "attn_k.weight", (kv, e), t)
-        _weight(w, rng, b + "attn_v.weight", (kv, e), t)
+        _weight(w, rng, b + "attn_q.weight", (q, e), t, tile)
+        _weight(w, rng, b + "attn_k.weight", (kv, e), t, tile)
+        _weight(w, rng, b + "attn_v.weight", (kv, e), t, tile)
         if s.get("bias"):
             for name, m in (("q", q), ("k", kv), ("v", kv)):
                 w.add_tensor(b + f"attn_{name}.bias", rng.standard_normal(m, dtype=np.float32) * np.float32(0.02))
-        _weight(w, rng, b + "attn_output.weight", (e, q), t)
+        _weight(w, rng, b + "attn_output.weight", (e, q), t, tile)
         if arch in ("gemma3", "qwen3moe"):
             _ones(w, b + "attn_q_norm.weight", hd)
             _ones(w, b + "attn_k_norm.weight", hd)
@@ -206,17 +243,17 @@ def write(path: str, key: str, seed: int = 7) -> str:
         _ones(w, b + "ffn_norm.weight", e)
         if s.get("experts"):
             x, f = s["experts"], s["ff_exp"]
-            _weight(w, rng, b + "ffn_gate_inp.weight", (x, e), "F32")
-            _weight(w, rng, b + "ffn_gate_exps.weight", (x, f, e), t)
-            _weight(w, rng, b + "ffn_up_exps.weight", (x, f, e), t)
-            _weight(w, rng, b + "ffn_down_exps.weight", (x, e, f), t)
+            _weight(w, rng, b + "ffn_gate_inp.weight", (x, e), "F32", tile)
+            _weight(w, rng, b + "ffn_gate_exps.weight", (x, f, e), t, tile)
+            _weight(w, rng, b + "ffn_up_exps.weight", (x, f, e), t, tile)
+            _weight(w, rng, b + "ffn_down_exps.weight", (x, e, f), t, tile)
         else:
-            _weight(w, rng, b + "ffn_gate.weight", (s["ff"], e), t)
-            _weight(w, rng, b + "ffn_up.weight", (s["ff"], e), t)
-            _weight(w, rng, b + "ffn_down.weight", (e, s["ff"]), t)
+            _weight(w, rng, b + "ffn_gate.weight", (s["ff"], e), t, tile)
+            _weight(w, rng, b + "ffn_up.weight", (s["ff"], e), t, tile)
+            _weight(w, rng, b + "ffn_down.weight", (e, s["ff"]), t, tile)
     _ones(w, "output_norm.weight", e)
     if not s.get("tied"):
-        _weight(w, rng, "output.weight", (vocab, e), big)
+        _weight(w, rng, "output.weight", (vocab, e), big, tile)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
