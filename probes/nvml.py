@@ -91,3 +91,31 @@ def _query() -> dict:
             N.nvmlShutdown()
         except Exception:
             pass
+
+
+def process_memory(pid: int) -> dict:
+    """{PCI bus id (0000:00:06.0): bytes} that NVIDIA's driver says process ``pid`` holds on each GPU;
+    {} where NVML is not there or cannot say (a container's PID namespace, a driver that hides it)."""
+    try:
+        import pynvml as N
+
+        N.nvmlInit()
+    except Exception:  # no library, no driver: nothing to say
+        return {}
+    try:
+        out = {}
+        for i in range(N.nvmlDeviceGetCount()):
+            h = N.nvmlDeviceGetHandleByIndex(i)
+            bus = N.nvmlDeviceGetPciInfo(h).busId
+            bus = bus.decode() if isinstance(bus, bytes) else bus
+            for p in N.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid == pid and isinstance(p.usedGpuMemory, int):
+                    out[bus.lower()[-12:]] = p.usedGpuMemory
+        return out
+    except Exception:  # anything NVML throws: the driver did not say
+        return {}
+    finally:
+        try:
+            N.nvmlShutdown()
+        except Exception:
+            pass

@@ -154,6 +154,13 @@ def _weight(w, rng, name: str, shape: tuple, wtype: str, tile: bool = False) -> 
     ``tile`` the rows repeat a random slab of 64 (the bytes and so the memory are the same; writing
     GiB takes seconds instead of minutes)."""
     rows = int(np.prod(shape[:-1]))
+    if isinstance(w, _Holes):
+        if wtype in ("F32", "F16"):
+            w.add_tensor(name, _Shape(shape, np.float32 if wtype == "F32" else np.float16))
+        else:
+            block, size = gguf.GGML_QUANT_SIZES[QT[wtype]]
+            w.add_tensor(name, _Shape((*shape[:-1], shape[-1] // block * size), np.uint8), raw_dtype=QT[wtype])
+        return
     if tile and rows > 64 and wtype != "F32":
         slab = _Slab()
         _weight(slab, rng, name, (64, shape[-1]), wtype)
@@ -174,6 +181,20 @@ def _weight(w, rng, name: str, shape: tuple, wtype: str, tile: bool = False) -> 
         w.add_tensor(name, gguf.quants.quantize(a, q), raw_dtype=q)
 
 
+class _Holes(gguf.GGUFWriter):
+    """A writer of the header alone: each tensor is its name, shape and type, its bytes a sparse hole
+    (tests/gguf_models.py fill), so a real model's widths cost no disk and no time."""
+    def add_tensor(self, name, tensor, raw_shape=None, raw_dtype=None, tensor_endianess=None):
+        self.add_tensor_info(name, tensor.shape, tensor.dtype, tensor.nbytes, raw_dtype=raw_dtype)
+
+
+class _Shape:
+    """An array's shape, dtype and size, without the array (for _Holes)."""
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+
+
 class _Slab:
     """Stands in for a GGUFWriter to catch one tensor's bytes."""
     def add_tensor(self, name, data, raw_dtype=None):
@@ -184,9 +205,10 @@ def _ones(w, name: str, n: int) -> None:
     w.add_tensor(name, np.ones(n, dtype=np.float32))
 
 
-def write(path: str, key: str, seed: int = 7, tile: bool = False) -> str:
+def write(path: str, key: str, seed: int = 7, tile: bool = False, holes: bool = False) -> str:
     """Write the model ``key`` of SHAPES (or REAL_SHAPES) to ``path`` (once: an existing file is kept)
-    and return the path."""
+    and return the path.  ``holes``: the header alone, its tensors a sparse hole of their size (a
+    model `plan` reads as the real file, which no engine can run)."""
     if os.path.exists(path):
         return path
     s = SHAPES.get(key) or REAL_SHAPES[key]
@@ -198,7 +220,7 @@ def write(path: str, key: str, seed: int = 7, tile: bool = False) -> str:
     # embeddings and output in Q8_0, as llama-quantize keeps them, unless the shape says otherwise
     big = s.get("embd_type") or ("Q8_0" if t in ("Q4_0", "Q4_K") else t)
     part = path + ".part"
-    w = gguf.GGUFWriter(part, arch)
+    w = (_Holes if holes else gguf.GGUFWriter)(part, arch)
     w.add_name(key)
     w.add_description("random weights for pick-backend's tests; not a trained model")
     w.add_file_type({"F16": 1, "Q8_0": 7, "Q4_0": 2, "Q4_K": 15}[t])
@@ -256,7 +278,14 @@ def write(path: str, key: str, seed: int = 7, tile: bool = False) -> str:
         _weight(w, rng, "output.weight", (vocab, e), big, tile)
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    if holes:
+        import gguf_models
+
+        w.write_ti_data_to_file()
+        w.close()
+        gguf_models.fill(part)
+    else:
+        w.write_tensors_to_file()
+        w.close()
     os.replace(part, path)
     return path

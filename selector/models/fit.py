@@ -58,6 +58,7 @@ class Run:
     type_k: str = "f16"
     type_v: str = "f16"
     outputs: int | None = None
+    backend: str = "cpu"  # the build's backend: what its compute buffers hold differs (compute_bytes)
 
     @property
     def n_ctx(self) -> int:
@@ -145,8 +146,9 @@ def compute_bytes(facts: dict, run: Run, where: str = "gpu", layers=None, with_o
     t = run.tokens
     idx = list(range(facts["n_layer"]) if layers is None else layers)
     masks = mask_bytes(facts, run, idx)
+    gpu = tab["gpu_builds"].get(run.backend, tab["gpu_builds"]["default"])
     if where == "host":
-        return masks + t * facts["n_embd"] * F32
+        return masks + gpu["host_embd_rows"] * t * facts["n_embd"] * F32
     e = facts["n_embd"]
     q = max((facts["n_head"][il] for il in idx), default=0) * facts["head_k"]
     ekv = max((facts["n_head_kv"][il] for il in idx), default=0) * facts["head_k"]
@@ -160,9 +162,11 @@ def compute_bytes(facts: dict, run: Run, where: str = "gpu", layers=None, with_o
     f = tab["feed_forward"]
     width = max((facts["n_ff"][il] for il in idx), default=0) if facts.get("n_ff") else 0
     ffn = t * (f["n_embd"] * e + f["n_ff"] * width) * F32 if idx else 0
+    if facts.get("n_expert_used") and idx:  # each used expert's down-projection rows, where the build keeps them
+        ffn += t * gpu["expert_rows"] * e * facts["n_expert_used"] * F32
     out = (run.logit_rows * facts["n_vocab"] + t * e) * F32 if with_output else 0
     peak = max(attn if idx else 0, ffn, out)
-    return peak + masks if where == "cpu" else peak
+    return peak + masks if where == "cpu" or gpu["masks_on_device"] else peak
 
 
 def output_bytes(facts: dict, run: Run) -> int:

@@ -104,7 +104,8 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
                             f"probe, so no plan for it can say what fits")
     on_cpu = not devs  # the build runs on the CPU alone: its weights are mapped and repacked there
     cpu = (profile.cpu.arch, tuple(profile.cpu.flags or ())) if on_cpu else None
-    run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v)
+    run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v,
+                  backend="cpu" if on_cpu else runtime)
     gpu_bw = _slowest(profile, devs)
     bandwidth = (gpu_bw[0] if gpu_bw else None, cpu_bw[0] if cpu_bw else None)
     res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth)
