@@ -12,7 +12,7 @@ a backend.
 
 from __future__ import annotations
 
-from probes.host import InputError, need
+from probes.inputs import InputError, need
 
 GIB = 1 << 30
 CONDITIONS = ("os", "arch", "vendor", "cuda_dir", "vram_at_most")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from functools import cached_property, lru_cache
 
-from probes.host import InputError, need, read_json
+from probes.inputs import InputError, need, read_json
 from probes.record import FrozenRecord, Record, field
 
 from selector.kinds import ACCELERATORS, DEVICE_TYPES  # noqa: F401 - the kinds a row may name (catalogs/device-kinds.json)

@@ -18,7 +18,7 @@ import os
 import re
 from functools import lru_cache
 
-from probes.host import InputError
+from probes.inputs import InputError
 from probes.record import Record
 
 PATH = os.path.join(os.path.dirname(__file__), "catalogs", "llama-bench-published.json")

@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from probes.host import need, read_json
+from probes.inputs import need, read_json
 
 from selector.kinds import DEVICE_TYPES
 

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from probes.host import InputError, read_json
+from probes.inputs import InputError, read_json
 from probes.profile import Profile, ProfileError
 
 # What a saved Profile must hold (the `required` lists of docs/json.md's profile schema, which

@@ -69,7 +69,7 @@ def _emulation() -> list:
     if _EMULATION is None:
         import os
 
-        from probes.host import read_json
+        from probes.inputs import read_json
 
         path = os.path.join(os.path.dirname(__file__), "catalogs", "emulation.json")
         _EMULATION = read_json(path, "emulation table not found")["rules"]
@@ -133,7 +133,7 @@ def cuda_drivers() -> dict:
     if _DRIVERS is None:
         import os
 
-        from probes.host import read_json
+        from probes.inputs import read_json
 
         path = os.path.join(os.path.dirname(__file__), "catalogs", "cuda-drivers.json")
         _DRIVERS = read_json(path, "CUDA driver table not found")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from probes.host import InputError, read_json
+from probes.inputs import InputError, read_json
 from selector.engine import CHANNELS, POLICIES, Settings
 
 RECIPE_KEYS = {"backend": str, "prefer_system": bool}

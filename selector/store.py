@@ -25,7 +25,7 @@ def path(cache: str, kind: str, key: str) -> str:
 
 
 def read(file: str) -> dict | None:
-    from probes.host import open_regular
+    from probes.inputs import open_regular
 
     try:
         with open_regular(file) as f:

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import time
 
-from probes.host import InputError, read_json
+from probes.inputs import InputError, read_json
 
 VERIFIED, OTHER, NO_GPU, UNKNOWN, NOT_INSTALLED, NO_START = (
     "verified", "other_device", "no_gpu", "unknown", "not_installed", "does_not_start")

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import machine, run_cli
-from probes.host import InputError
+from probes.inputs import InputError
 from selector import catalog
 
 CPU_VM = "linux-debian12-x86_64-cpu-only"

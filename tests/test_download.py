@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from probes.host import InputError
+from probes.inputs import InputError
 from selector import term
 from selector.install import download, env_number
 from selector.install.download import ChecksumError, DownloadError, Limits

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from probes.host import InputError
+from probes.inputs import InputError
 from selector import evidence
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -774,7 +774,7 @@ def test_a_broken_catalog_is_said_by_the_plan_not_taken_for_missing_runs(dense14
     no estimate (it must not claim that fewer than four GPU models were published)."""
     from conftest import machine
 
-    code = ("import sys, runpy; from selector import evidence; from probes.host import InputError\n"
+    code = ("import sys, runpy; from selector import evidence; from probes.inputs import InputError\n"
             "def broken(*a, **k): raise InputError(evidence.PATH, 'is not JSON (Expecting value: line 1 column 1)')\n"
             "evidence.load = broken; sys.argv = ['pick-backend'] + sys.argv[1:]\n"
             "runpy.run_module('selector', run_name='__main__')")

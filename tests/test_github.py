@@ -3,7 +3,7 @@ goes where, and how a release's asset list is read (names, wildcards, split part
 
 import pytest
 
-from probes.host import InputError
+from probes.inputs import InputError
 from selector.install import github
 from selector.install.download import DownloadError
 

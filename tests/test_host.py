@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probes import probe
-from probes.host import CaptureHost, InputError, LinkLoop
+from probes.host import CaptureHost, LinkLoop
+from probes.inputs import InputError
 
 
 def make_capture(tmp_path, files=None, links=None, data=None):

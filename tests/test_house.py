@@ -50,6 +50,15 @@ def test_probes_know_no_recipe_and_no_selector():
             assert not [m for m in _imports(path, False) if m.startswith("selector")], name
 
 
+def test_input_files_are_read_by_a_module_that_imports_neither_the_machine_nor_the_selector():
+    # probes/inputs.py is what probes and selector both read their files by; it must stay below both
+    assert _imports(MODULES["probes.inputs"], False) == set()
+    readers = [name for name, path in MODULES.items()
+               if {"probes.host.InputError", "probes.host.read_json", "probes.host.need",
+                   "probes.host.open_regular"} & _imports(path, False)]
+    assert not readers, f"read input files through the door to the machine: {readers}"
+
+
 def test_the_engine_touches_neither_the_terminal_the_installer_nor_the_cli():
     banned = ("selector.cli", "selector.render", "selector.install", "selector.models", "selector.verify",
               "selector.bench", "probes.host", "probes.linux", "probes.windows", "probes.macos", "probes.capture")

@@ -513,7 +513,7 @@ def test_the_pick_on_a_real_capture_installs_lemonades_build(name, recipe, want,
     (lambda d: d["therock"].__setitem__("url_mapping", ["gfx1151"]), "therock.url_mapping"),
 ])
 def test_a_bad_assets_file_names_the_file_and_field(edit, field, tmp_path):
-    from probes.host import InputError
+    from probes.inputs import InputError
     from selector.install.resolve import load_assets
 
     data = json.load(open(os.path.join(ROOT, "selector", "catalogs", "lemonade-assets.json")))

@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from probes.host import InputError
+from probes.inputs import InputError
 from selector.install import resolve
 from selector.install.resolve import NoRule
 

@@ -470,7 +470,7 @@ def test_judge_is_pure_and_orders_load_errors_first():
 
 
 def test_bad_verify_file_names_the_field(tmp_path):
-    from probes.host import InputError
+    from probes.inputs import InputError
 
     bad = tmp_path / "v.json"
     bad.write_text(json.dumps({"recipes": {"llamacpp": {"backends": {"vulkan": {"parser": "magic"}}}}}))

@@ -345,7 +345,7 @@ def main(argv=None) -> int:
         print(f"add_bench: none of the {len(rows)} rows is a generation or prompt test (tgN, ppN, no depth) of a "
               "llama.cpp backend with every layer offloaded (ngl 99 or more)", file=sys.stderr)
         return 5
-    from probes.host import InputError
+    from probes.inputs import InputError
     from selector.evidence import parse
 
     try:

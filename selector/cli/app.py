@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from probes.host import InputError
+from probes.inputs import InputError
 from selector.cli.core import EXIT_INPUT, EXIT_INSTALL, EXIT_USAGE, VALUE_OPTS, Fail, _catalog_names, match_name, printable
 
 # standard output that cannot take what is written (`> file` on a full disk or over a quota, a

@@ -8,7 +8,7 @@ import os
 
 import click
 
-from probes.host import InputError
+from probes.inputs import InputError
 
 EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
 ECHO_MAX = 40  # an argument echoed in a message is cut to this many characters

@@ -137,7 +137,7 @@ def install_cmd(ctx, recipe, backend, dry_run, as_json, force, gfx, sm, os_name,
 
 
 def _install(ctx, req: InstallRequest, kwargs):
-    from probes.host import InputError
+    from probes.inputs import InputError
     from selector import render
     from selector.engine import Device
     from selector.install import resolve

@@ -13,7 +13,7 @@ def env_number(env, name: str, default, cast=float):
             raise ValueError
         return n
     except ValueError:
-        from probes.host import InputError
+        from probes.inputs import InputError
 
         what = "a positive whole number" if cast is int else "a positive number"
         raise InputError(name, f"must be {what}, not {v!r}") from None

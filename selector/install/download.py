@@ -108,7 +108,7 @@ def backoff(attempt: int, env=None) -> float:
         if not 0 <= base < float("inf"):  # nan, inf and negatives too
             raise ValueError
     except ValueError:
-        from probes.host import InputError
+        from probes.inputs import InputError
 
         raise InputError(RETRY_BASE_ENV, f"must be a number of seconds, 0 or more, not {raw!r}") from None
     return min(60.0, base * (2 ** attempt))

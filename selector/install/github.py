@@ -35,7 +35,7 @@ def api_base(env=None) -> str:
     except ValueError:
         ok = False
     if not ok:
-        from probes.host import InputError
+        from probes.inputs import InputError
 
         raise InputError(API_ENV, f"{raw!r} is not an http(s) URL (e.g. https://api.github.com or a mirror's "
                                   "http://host:port)")

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from probes.host import InputError, read_json
+from probes.inputs import InputError, read_json
 from selector.catalog import CATALOG_DIR
 from selector.engine import install_dir_name
 

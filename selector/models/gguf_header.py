@@ -60,7 +60,7 @@ class _File(_Stream):
     def __init__(self, path: str):
         super().__init__(path)
         try:
-            from probes.host import open_regular
+            from probes.inputs import open_regular
 
             self.f = open_regular(path)  # a FIFO or a device would block the read forever
         except FileNotFoundError:

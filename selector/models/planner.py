@@ -298,7 +298,7 @@ def _row(profile, dev, exact: bool = False) -> dict | None:
 def _published() -> tuple[list, str]:
     """The published llama-bench results, and where the file is broken, what is wrong with it (the
     estimates are extra: the plan says why it has none, and keeps the rest)."""
-    from probes.host import InputError
+    from probes.inputs import InputError
     from selector import evidence
 
     try:
