@@ -14,12 +14,11 @@ from functools import cached_property, lru_cache
 
 from probes.inputs import InputError, need, read_json
 from probes.record import FrozenRecord, Record, field
-
+from selector.choices import OSES
 from selector.kinds import ACCELERATORS, DEVICE_TYPES  # noqa: F401 - the kinds a row may name (catalogs/device-kinds.json)
 
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 BUILTIN = ("lemonade", "localai")
-OSES = ("linux", "windows", "macos")
 TIERS = ("core", "experimental", "guest")
 FORMATS = ("native", "container", "python")
 

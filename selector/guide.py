@@ -20,13 +20,12 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from probes.inputs import need, read_json
-
+from selector.choices import OSES
 from selector.kinds import DEVICE_TYPES
 
 GUIDE_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
 DEFAULT_GUIDE = "guide-amd"
 SCHEMA_VERSION = 1
-OSES = ("linux", "windows", "macos")
 # advice kinds the code knows how to detect (see advice_for)
 ADVICE_KINDS = ("cuda_on_radeon", "runs_on_cpu")
 ENGINE_TEXT = ("id", "name", "short", "verdict", "well", "badly", "when", "run")

@@ -46,48 +46,66 @@ def read_config(path: str, recipes) -> tuple[dict, list[str]]:
 
 
 def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=None, backend_recipes=(),
-          config_path=None, env=None) -> tuple[Settings, list[str]]:
-    """Resolve settings.  ``backend`` pins the backend for ``backend_recipes`` (from --backend)."""
+          config_path=None, env=None, metric=None, measured=None) -> tuple[Settings, list[str]]:
+    """The settings, resolved once: flags beat the environment beat config.json.  ``backend`` pins the
+    backend for ``backend_recipes`` (from --backend, already spelled as the catalog does); a backend
+    that config.json pins is matched in any case, and one its recipe does not have is an InputError
+    naming the file and the field (exit 5).  ``measured`` (called only under --policy measured) gives
+    (the recipes bench can measure, the fresh measurements, warnings)."""
     env = os.environ if env is None else env
     warnings: list[str] = []
     cfg: dict = {"recipes": {}}
     config_path = config_path or env.get("PICK_BACKEND_CONFIG")
     if config_path:
         cfg, warnings = read_config(config_path, recipes)
-    s = Settings()
     env_channel = env.get("PICK_BACKEND_CHANNEL")
     env_channel = env_channel.lower() if env_channel else env_channel  # names match in any case
     if env_channel and env_channel not in CHANNELS:
         raise InputError("PICK_BACKEND_CHANNEL", f"must be one of {', '.join(CHANNELS)}, found {env_channel!r}")
-    s.channel = channel or env_channel or cfg.get("channel") or "stable"
-    s.policy = (policy or env.get("PICK_BACKEND_POLICY") or "accelerator-first").lower()
-    if s.policy not in POLICIES:
-        raise InputError("PICK_BACKEND_POLICY", f"must be one of {', '.join(POLICIES)}, found {s.policy!r}")
+    policy = (policy or env.get("PICK_BACKEND_POLICY") or "accelerator-first").lower()
+    if policy not in POLICIES:
+        raise InputError("PICK_BACKEND_POLICY", f"must be one of {', '.join(POLICIES)}, found {policy!r}")
+    backends, sources, prefer_by_recipe = {}, {}, {}
     for rname, section in cfg["recipes"].items():
-        if "backend" in section and section["backend"] != "auto":
-            s.backends[rname] = section["backend"]
-            s.backend_sources[rname] = f"config.json ({config_path})"
+        if "backend" in section and section["backend"].lower() != "auto":
+            backends[rname] = _config_backend(config_path, rname, section["backend"], recipes[rname].backends)
+            sources[rname] = f"config.json ({config_path})"
         if "prefer_system" in section:
-            s.prefer_system_by_recipe[rname] = section["prefer_system"]
+            prefer_by_recipe[rname] = section["prefer_system"]
     if prefer_system is not None:
-        s.prefer_system = prefer_system
-        s.prefer_system_by_recipe = {}
+        prefer_by_recipe = {}
     if backend and backend != "auto":
         for r in backend_recipes:
-            s.backends[r] = backend
-            s.backend_sources[r] = "--backend"
+            backends[r], sources[r] = backend, "--backend"
+    measurable, measurements = None, {}
+    if policy == "measured" and measured is not None:  # the results are read only when asked for
+        measurable, measurements, more = measured()
+        warnings += more
+    s = Settings(channel=channel or env_channel or cfg.get("channel") or "stable",
+                 prefer_system=bool(prefer_system), policy=policy, backends=backends, backend_sources=sources,
+                 prefer_system_by_recipe=prefer_by_recipe, metric=(metric or "tg").lower(),
+                 measurements=measurements, measurable=measurable)
     return s, warnings
+
+
+def _config_backend(path, recipe: str, name: str, known) -> str:
+    """config.json's pin for ``recipe`` as the catalog spells it (any case); exit 5 when it has none."""
+    from selector.names import did_you_mean, match_name
+
+    found = match_name(name, known)
+    if found is None:
+        raise InputError(path, f"key '{recipe}.backend': " + did_you_mean(name, known, f"backend of {recipe}"))
+    return found
 
 
 def for_recipe(s: Settings, catalog, recipe: str) -> Settings:
     """``s`` as one recipe is decided under: published llama-bench results (selector/evidence.py) speak
     for a catalog's llama.cpp recipes alone (``llama_cpp_recipes``); the file is read only where two
     builds run on the chosen device."""
-    llama = recipe in catalog.extra.get("llama_cpp_recipes", ())
-    if llama and s.published is None:
-        from selector import evidence
-
-        s.published = evidence.load
-    if llama or s.published is None:
+    if recipe not in catalog.extra.get("llama_cpp_recipes", ()):
+        return s if s.published is None else s.replace(published=None)
+    if s.published is not None:
         return s
-    return Settings(**{f: getattr(s, f) for f in s._fields if f != "published"})
+    from selector import evidence
+
+    return s.replace(published=evidence.load)

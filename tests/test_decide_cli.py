@@ -300,7 +300,7 @@ def test_arm64_gets_no_pick_that_has_no_arm64_build(cli):
 
 def test_names_in_a_config_and_the_environment_match_in_any_case(cli, tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"llamacpp": {"backend": "ROCM"}, "whispercpp": {"backend": "vulkn"},
+    cfg.write_text(json.dumps({"llamacpp": {"backend": "ROCM"}, "whispercpp": {"backend": "Vulkan"},
                                "rocm_channel": "Nightly"}))
     r = cli("--root", STRIX, "llamacpp", "whispercpp", "--config", str(cfg), "--json",
             env={"PICK_BACKEND_CHANNEL": "NIGHTLY", "PICK_BACKEND_POLICY": "Lemonade"})
@@ -308,7 +308,8 @@ def test_names_in_a_config_and_the_environment_match_in_any_case(cli, tmp_path):
     doc = r.json()
     assert doc["settings"]["channel"] == "nightly" and doc["settings"]["policy"] == "lemonade"
     assert doc["recipes"]["llamacpp"]["backend"] == "rocm" and doc["recipes"]["llamacpp"]["pinned"]
-    # a pin that is no backend: the file, the field and the closest name, then ignored
-    assert doc["recipes"]["whispercpp"]["pinned"] is False
-    assert any(f"config.json ({cfg}): whispercpp.backend: unknown backend of whispercpp 'vulkn'; did you mean "
-               "'vulkan'?; ignored" in w["message"] for w in doc["warnings"]), doc["warnings"]
+    # a pin that is no backend: an invalid config (exit 5), the file, the field and the closest name
+    cfg.write_text(json.dumps({"whispercpp": {"backend": "vulkn"}}))
+    r = cli("--root", STRIX, "whispercpp", "--config", str(cfg))
+    assert r.rc == 5 and f"{cfg}: key 'whispercpp.backend': unknown backend of whispercpp 'vulkn'; did you mean " \
+        "'vulkan'?" in r.err, r.err

@@ -1,5 +1,6 @@
 """Properties of the rule engine over random machines and settings (hypothesis)."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +66,7 @@ def test_never_picks_an_unsupported_backend_unless_pinned(args):
 @given(inputs())
 def test_accelerator_first_never_picks_cpu_while_an_accelerator_row_is_supported(args):
     prof, s, recipe, installed = args
-    s.policy = "accelerator-first"
+    s = s.replace(policy="accelerator-first")
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
     acc = [v for v in d.backends if v.supported and not v.on_cpu and (v.name != "system" or s.prefer_system)]
     if acc:
@@ -76,7 +77,7 @@ def test_accelerator_first_never_picks_cpu_while_an_accelerator_row_is_supported
 @given(inputs())
 def test_lemonade_policy_is_first_supported_unless_a_later_one_is_installed(args):
     prof, s, recipe, installed = args
-    s.policy = "lemonade"
+    s = s.replace(policy="lemonade")
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
     # Lemonade's defaults.json prefers a system llama-server for llamacpp
     system_ok = s.prefer_system or LEMONADE.recipes[recipe].extra.get("prefer_system_default", False)
@@ -113,8 +114,7 @@ def test_gfx950_never_passes_on_nightly_or_windows(args):
 @given(inputs())
 def test_system_is_never_picked_without_prefer_system(args):
     prof, s, recipe, installed = args
-    s.prefer_system = False
-    s.policy = "accelerator-first"  # --policy lemonade follows Lemonade's defaults.json (llamacpp prefers system)
+    s = s.replace(prefer_system=False, policy="accelerator-first")  # --policy lemonade follows Lemonade's defaults.json (llamacpp prefers system)
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
     assert d.backend != "system"
 
@@ -124,7 +124,7 @@ def test_system_is_never_picked_without_prefer_system(args):
 def test_a_pinned_backend_is_chosen_even_when_unsupported(args, data):
     prof, s, recipe, installed = args
     backend = data.draw(st.sampled_from(LEMONADE.recipes[recipe].backends))
-    s.backends[recipe] = backend
+    s = s.replace(backends={recipe: backend})
     d = engine.decide(prof, LEMONADE, recipe, installed, s)
     assert d.backend == backend and d.pinned
     assert d.ok == d.verdict(backend).supported
@@ -150,7 +150,7 @@ def test_a_pin_of_auto_is_no_pin(args):
     # "auto" (config.json's "backend": "auto", --backend auto) leaves the choice to the policy
     prof, s, recipe, installed = args
     free = engine.decide(prof, LEMONADE, recipe, installed, s)
-    s.backends[recipe] = "auto"
+    s = s.replace(backends={recipe: "auto"})
     auto = engine.decide(prof, LEMONADE, recipe, installed, s)
     assert not auto.pinned and (auto.backend, auto.reason) == (free.backend, free.reason)
 
@@ -162,3 +162,17 @@ def test_a_rows_families_are_said_as_a_range_or_a_list():
     assert describe_families(["sm_120", "sm_89", "sm_75"]) == "sm_75..sm_120"
     assert describe_families(["sm_89", "sm_86"]) == "sm_86, sm_89"
     assert describe_families(["gfx110X", "gfx1151"]) == "gfx110X, gfx1151"
+
+
+def test_settings_are_frozen_once_built():
+    # one source per setting: a pin or a policy patched in after build() would be a second one
+    from selector.settings import build
+
+    s, _ = build(LEMONADE.recipes, policy="lemonade", backend="cpu", backend_recipes=["llamacpp"], env={})
+    assert (s.policy, dict(s.backends)) == ("lemonade", {"llamacpp": "cpu"})
+    with pytest.raises(AttributeError):
+        s.policy = "measured"
+    with pytest.raises(TypeError):
+        s.backends["whispercpp"] = "cpu"
+    t = s.replace(policy="measured")
+    assert (t.policy, s.policy, dict(t.backends)) == ("measured", "lemonade", {"llamacpp": "cpu"})

@@ -24,19 +24,23 @@ def no_traceback(r):
 # crashes
 
 
-def test_a_config_pin_of_an_unknown_backend_is_a_warning_for_every_command(cli, tmp_path):
+def test_a_config_pin_of_an_unknown_backend_is_an_invalid_config_for_every_command(cli, tmp_path):
+    # README: an invalid config is exit 5, naming the file and the field, as {"rocm_channel": "beta"} is
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"llamacpp": {"backend": "turbo"}, "whispercpp": {"backend": "warp"}}))
-    for args, rc in ((["llamacpp"], 0), (["--all", "--allow-missing"], 0), (["check", "llamacpp", "cpu"], 0),
-                     (["matrix", "llamacpp", "--here"], 0), (["labels"], 0)):
+    cfg.write_text(json.dumps({"llamacpp": {"backend": "turbo"}}))
+    for args in (["llamacpp"], ["--all", "--allow-missing"], ["check", "llamacpp", "cpu"],
+                 ["matrix", "llamacpp", "--here"], ["labels"], ["llamacpp", "--json"]):
         r = cli("--root", CPU_ONLY, "--config", str(cfg), *args)
         no_traceback(r)
-        assert r.rc == rc, (args, r.err)
-    r = cli("--root", CPU_ONLY, "--config", str(cfg), "llamacpp", "--json")
-    doc = r.json()
-    assert doc["recipes"]["llamacpp"]["backend"] == "vulkan"  # the pin is ignored: the normal pick
-    assert any("llamacpp.backend: unknown backend of llamacpp 'turbo'" in w["message"] and w["message"].endswith("; ignored")
-               for w in doc["warnings"])
+        assert r.rc == 5, (args, r.rc, r.err)
+        assert str(cfg) in r.err and "'llamacpp.backend'" in r.err and "'turbo'" in r.err, (args, r.err)
+    cfg.write_text(json.dumps({"rocm_channel": "beta"}))
+    assert cli("--root", CPU_ONLY, "--config", str(cfg), "llamacpp").rc == 5
+    # a pin the catalog has, in any case, and "auto" (no pin) stay valid
+    cfg.write_text(json.dumps({"llamacpp": {"backend": "CPU"}, "whispercpp": {"backend": "Auto"}}))
+    doc = cli("--root", CPU_ONLY, "--config", str(cfg), "llamacpp", "whispercpp", "--json").json()
+    assert doc["recipes"]["llamacpp"]["backend"] == "cpu" and doc["recipes"]["llamacpp"]["pinned"]
+    assert not doc["recipes"]["whispercpp"]["pinned"]
 
 
 @pytest.mark.parametrize("encoding", ["cp1252", "ascii", "latin-1"])

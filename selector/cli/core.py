@@ -9,9 +9,10 @@ import os
 import click
 
 from probes.inputs import InputError
+from selector.choices import CHANNELS, METRICS, POLICIES
+from selector.names import did_you_mean, match_name, printable, shown  # noqa: F401 - the commands' names
 
 EXIT_OK, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INSTALL, EXIT_INPUT = 0, 2, 3, 4, 5
-ECHO_MAX = 40  # an argument echoed in a message is cut to this many characters
 
 
 class Fail(Exception):
@@ -22,41 +23,8 @@ class Fail(Exception):
         super().__init__(message)
 
 
-def printable(text) -> str:
-    """Text as it can be printed: bytes that were not UTF-8 in argv or a path shown as \\xff."""
-    text = str(text)
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def shown(word) -> str:
-    """An argument as it may be echoed: printable (undecodable bytes escaped) and cut short."""
-    word = printable(word)
-    word = "".join(c if c.isprintable() else repr(c)[1:-1] for c in word)
-    return word if len(word) <= ECHO_MAX else word[:ECHO_MAX - 3] + "..."
-
-
-def did_you_mean(word: str, choices, what: str) -> str:
-    import difflib  # only on the error path: it costs milliseconds to import
-
-    close = difflib.get_close_matches(word.lower(), [c.lower() for c in choices], n=1, cutoff=0.5)
-    close = [c for c in choices if close and c.lower() == close[0]]
-    hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(choices))})"
-    return f"unknown {what} '{shown(word)}'{hint}"
-
-
-def match_name(word: str, choices) -> str | None:
-    """``word`` as spelled in ``choices``, matched case-insensitively; None when absent."""
-    if word in choices:
-        return word
-    low = word.lower()
-    return next((c for c in choices if c.lower() == low), None)
-
-
 # Options that take a value, over every command: the router below must know them to find the
-# command name behind them (`pick-backend --root DIR probe`).  tests/test_shell.py checks this list
+# command name behind them (`pick-backend --root DIR probe`).  tests/test_first_hour.py checks this list
 # against the commands' real options.
 VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
@@ -114,15 +82,14 @@ OPTIONS = {
                             help="Catalog: lemonade (default), localai, or a catalog file."),
     "cache_dir": click.option("--cache-dir", type=click.Path(), default=None,
                               help="Backend cache root (default: Lemonade's, ~/.cache/lemonade)."),
-    "channel": click.option("--channel", type=click.Choice(["stable", "nightly"], case_sensitive=False), default=None,
+    "channel": click.option("--channel", type=click.Choice(CHANNELS, case_sensitive=False), default=None,
                             help="ROCm channel (env PICK_BACKEND_CHANNEL; default stable)."),
     "config": click.option("--config", "config_path", type=click.Path(), default=None,
                            help="Lemonade-style config.json (env PICK_BACKEND_CONFIG)."),
-    "policy": click.option("--policy", type=click.Choice(["accelerator-first", "lemonade", "measured"],
-                                                         case_sensitive=False), default=None,
+    "policy": click.option("--policy", type=click.Choice(POLICIES, case_sensitive=False), default=None,
                            help="accelerator-first (default), Lemonade's own rule, or measured (the fastest in "
                                 "`pick-backend bench` results)."),
-    "metric": click.option("--metric", type=click.Choice(["tg", "pp"], case_sensitive=False), default=None,
+    "metric": click.option("--metric", type=click.Choice(METRICS, case_sensitive=False), default=None,
                            help="With --policy measured: generation (tg, default) or prompt (pp) speed."),
     "prefer_system": click.option("--prefer-system/--no-prefer-system", default=None,
                                   help="Allow (or forbid) picking a llama-server found on PATH."),
@@ -259,12 +226,12 @@ class Opts:
             raise Fail(EXIT_USAGE, did_you_mean(backend, backends, f"backend of {recipe}"))
         return b
 
-    def settings(self, recipes, backend=None):
+    def settings(self, recipes, backend=None, measured=None):
         from selector import settings as settings_mod
 
         return settings_mod.build(self.catalog().recipes, channel=self.channel, prefer_system=self.prefer_system,
                                   policy=self.policy, backend=backend, backend_recipes=recipes,
-                                  config_path=self.config_path)
+                                  config_path=self.config_path, metric=self.metric, measured=measured)
 
     def installed(self):
         if self.profile_path and not self.cache_dir:
@@ -293,38 +260,26 @@ class Opts:
 
 def decide_all(o: Opts, names, backend=None):
     from selector import engine
+    from selector.settings import for_recipe
 
     profile, cat = o.profile(), o.catalog()
     if backend and backend.lower() != "auto":
         backends = {o.backend_name(n, backend) for n in names}
         backend = backends.pop() if len(backends) == 1 else backend
-    s, warnings = o.settings(names, backend)
-    for n, b in list(s.backends.items()):  # a config pin: matched in any case; one the catalog does not know is
-        if n not in cat.recipes or b in cat.recipes[n].backends:  # warned about and ignored (as Lemonade does)
-            continue
-        known = match_name(b, cat.recipes[n].backends)
-        if known is not None:
-            s.backends[n] = known
-            continue
-        source = s.backend_sources.get(n, "config.json")
-        warnings.append(f"{source}: {n}.backend: " + did_you_mean(b, cat.recipes[n].backends, f"backend of {n}")
-                        + "; ignored")
-        del s.backends[n]
-        s.backend_sources.pop(n, None)
     installed, pins = o.installed(), o.pins()
-    if s.policy == "measured":  # the results are read only when asked for: no cost to any other pick
+
+    def measured():  # --policy measured: the fresh bench results, read only when asked for
         from selector.bench import fresh_measurements, measurable
         from selector.install.states import cache_root
 
-        s.metric = o.metric or "tg"
-        s.measurable = measurable(cat.name)
         bad: list[str] = []
-        s.measurements = fresh_measurements(cache_root(o.cache_dir), installed, profile, bad)
-        warnings += [f"{p}: not a readable bench record; ignored (pick-backend bench writes it again)" for p in bad]
-    elif o.metric:
-        raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
-    from selector.settings import for_recipe
+        found = fresh_measurements(cache_root(o.cache_dir), installed, profile, bad)
+        return measurable(cat.name), found, [f"{p}: not a readable bench record; ignored (pick-backend bench writes "
+                                             f"it again)" for p in bad]
 
+    s, warnings = o.settings(names, backend, measured)
+    if o.metric and s.policy != "measured":
+        raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, for_recipe(s, cat, n), pins, machine=m) for n in names]
     return profile, cat, s, decisions, warnings

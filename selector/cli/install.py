@@ -13,6 +13,7 @@ import sys
 import click
 
 from probes.record import Record
+from selector.choices import ARCHES, OSES, UNVERIFIED
 from selector.cli.core import (shown, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, DECIDE, Fail, Opts, common, complete_backend,
                           complete_recipe, decide_all, did_you_mean, options)
 
@@ -111,10 +112,10 @@ def _explain(e) -> str:
 @click.option("--force", is_flag=True, help="Install even if the backend is unsupported here (with --gfx/--sm/--os/--arch: for another machine).")
 @click.option("--gfx", default=None, help="Target AMD GPU (gfx1100) instead of this machine's.")
 @click.option("--sm", default=None, help="Target NVIDIA GPU (sm_89) instead of this machine's.")
-@click.option("--os", "os_name", type=click.Choice(["linux", "windows", "macos"]), default=None, help="Target OS.")
-@click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default=None, help="Target CPU architecture.")
+@click.option("--os", "os_name", type=click.Choice(OSES), default=None, help="Target OS.")
+@click.option("--arch", type=click.Choice(ARCHES), default=None, help="Target CPU architecture.")
 @click.option("--allow-unverified", "allow_unverified", multiple=True,
-              type=click.Choice(["runtime", "backend", "all"]),
+              type=click.Choice(UNVERIFIED),
               help="Install an asset of this kind (runtime: the TheRock runtime; backend; all) that has no "
                    "SHA-256 to check against. Repeatable.")
 @click.option("--reinstall", is_flag=True, help="Download again even if the pinned version is installed.")

@@ -4,15 +4,20 @@ one device against one row."""
 
 from __future__ import annotations
 
-from probes.record import Record, field
+from types import MappingProxyType
 
-POLICIES = ("accelerator-first", "lemonade", "measured")
-METRICS = ("tg", "pp")
-CHANNELS = ("stable", "nightly")
+from probes.record import Record, field
+from selector.choices import CHANNELS, METRICS, POLICIES
+
+__all__ = ["CHANNELS", "INSTALLED_STATES", "METRICS", "POLICIES", "Decision", "Device", "Judgement", "RowResult",
+           "Settings", "Verdict"]
 INSTALLED_STATES = ("installed", "update_available", "update_required")
 
 
 class Settings(Record):
+    """What a pick is asked under, built once (selector/settings.py: flags, environment, config.json)
+    and never changed afterwards: ``replace`` gives a copy with other values."""
+
     channel: str = "stable"
     prefer_system: bool = False
     policy: str = "accelerator-first"
@@ -26,6 +31,18 @@ class Settings(Record):
     published: object = field(default=None, compare=False)
     # the recipes `bench` can measure (None: not asked): --policy measured suggests it only for those
     measurable: frozenset | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        d = self.__dict__
+        for name in ("backends", "backend_sources", "prefer_system_by_recipe", "measurements"):
+            d[name] = MappingProxyType(dict(d[name]))  # read-only: a pin added later would be a second source
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Settings are frozen: Settings.replace({name}=...) gives a copy")
+
+    def replace(self, **changes) -> Settings:
+        return Settings(**{**{f: getattr(self, f) for f in self._fields}, **changes})
 
     def prefer_system_for(self, recipe: str) -> bool:
         return self.prefer_system_by_recipe.get(recipe, self.prefer_system)
