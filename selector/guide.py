@@ -86,7 +86,11 @@ class Guide(NamedTuple):
         return self.source.get("href") or self.name
 
     def engine(self, engine_id: str) -> Engine | None:
-        return next((e for e in self.engines if e.id == engine_id), None)
+        """The engine by its id or by its name as the guide shows it (``llamacpp`` or ``llama.cpp``), in
+        any case."""
+        low = engine_id.lower()
+        return next((e for e in self.engines if e.id == engine_id), None) or \
+            next((e for e in self.engines if low in (e.id.lower(), e.name.lower())), None)
 
     @property
     def default(self) -> Engine:

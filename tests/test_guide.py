@@ -87,7 +87,19 @@ def test_engine_option_shows_that_engines_run_snippet(cli):
 def test_unknown_engine_is_a_usage_error_with_the_closest_name(cli):
     r = cli("--root", R9700, "guide", "--engine", "olama")
     assert r.rc == 2
-    assert "did you mean 'ollama'" in r.err
+    assert "did you mean 'Ollama'" in r.err  # the name the guide shows
+
+
+def test_the_engine_is_named_as_the_guide_shows_it(cli):
+    # the guide lists "llama.cpp" and says `--engine NAME`: what it shows is what it takes (any case)
+    out = cli("--root", R9700, "guide").out
+    hint = re.search(r"--engine NAME \(a name above, e.g. --engine (\S+)\)", out)
+    assert hint and hint.group(1) == "llama.cpp" and re.search(r"(?m)^default +llama\.cpp ", out), out
+    for name in ("llama.cpp", "LLAMA.CPP", "llamacpp"):
+        r = cli("--root", R9700, "guide", "--engine", name)
+        assert r.rc == 0 and "./build-vk/bin/llama-server" in r.out, (name, r.err)
+    r = cli("--root", R9700, "guide", "--engine", "PyTorch / Transformers", "--json")
+    assert r.rc == 0 and [e["id"] for e in r.json()["engines"]] == ["pytorch"], r.err
 
 
 # ------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _pick_dict(catalog_name: str, d) -> dict | None:
 @click.command("guide")
 @common
 @click.option("--json", "as_json", is_flag=True, help="Print the guide, matched to this machine, as JSON.")
-@click.option("--engine", "engine_id", default=None, help="Show one engine with its run snippet (e.g. llamacpp).")
+@click.option("--engine", "engine_id", default=None, help="Show one engine with its run snippet: its name as the guide shows it (e.g. llama.cpp).")
 @click.option("--guide", "guide_path", default=None, help="Another guide file (default: the built-in AMD guide).")
 @click.pass_context
 def guide_cmd(ctx, as_json, engine_id, guide_path, **kwargs):
@@ -47,7 +47,7 @@ def guide_cmd(ctx, as_json, engine_id, guide_path, **kwargs):
 
     g = guide_mod.load(guide_path)
     if engine_id is not None and g.engine(engine_id) is None:
-        raise Fail(EXIT_USAGE, did_you_mean(engine_id, [e.id for e in g.engines], "engine"))
+        raise Fail(EXIT_USAGE, did_you_mean(engine_id, [e.name for e in g.engines], "engine"))
     o = Opts(ctx, kwargs)
     profile = o.profile()
     m = guide_mod.match(g, profile)
@@ -144,4 +144,7 @@ def _human(g, m, profile, engines, picks, con, show_run: bool) -> None:
             con.print(Text(e.run.rstrip("\n")), soft_wrap=True)
     if not show_run:
         con.print()
-        con.print(Text("Start commands: pick-backend guide --engine ID", style="dim"))
+        import shlex
+
+        con.print(Text(f"Start commands: pick-backend guide --engine NAME (a name above, e.g. --engine "
+                       f"{shlex.quote(engines[0].name)})", style="dim"), soft_wrap=True)
