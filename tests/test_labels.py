@@ -196,6 +196,14 @@ def test_write_fails_cleanly_when_the_parent_is_a_file(tmp_path):
     assert blocker.read_text(encoding="utf-8") == "I am a file\n"
 
 
+def test_write_into_a_missing_directory_promises_no_previous_file(tmp_path):
+    # there was no file: "the previous file is untouched" would be a claim about nothing
+    target = tmp_path / "features.d" / "pick-backend"
+    r = run_cli("--root", machine(STRIX), "labels", "--write", str(target))
+    assert r.rc == 4 and f"cannot write {target}: No such file or directory; nothing was written" in r.err, r.err
+    assert "previous file" not in r.err and os.listdir(tmp_path) == []
+
+
 def test_write_removes_its_temp_file_when_the_rename_fails(tmp_path):
     # the target is a non-empty directory: the temp file gets written, the rename then fails
     target = tmp_path / "pick-backend"
@@ -203,7 +211,7 @@ def test_write_removes_its_temp_file_when_the_rename_fails(tmp_path):
     (target / "keep").write_text("x", encoding="utf-8")
     r = run_cli("--root", machine(STRIX), "labels", "--write", str(target))
     assert r.rc == 4 and "cannot write" in r.err and str(target) in r.err  # a wrong destination: exit 4, named
-    assert "Traceback" not in r.err
+    assert "Traceback" not in r.err and "the previous file is untouched" in r.err  # the directory stays as it was
     assert os.listdir(tmp_path) == ["pick-backend"]
     assert os.listdir(target) == ["keep"]
 

@@ -91,11 +91,12 @@ def labels_cmd(ctx, prefix, recipes_csv, as_json, write_path, verify_flag=False,
                     for d in decisions if d.ok and d.state in INSTALLED_STATES}
     lbls = labels_mod.labels(profile, decisions, prefix, verified)
     if write_path:
+        existed = os.path.lexists(write_path)  # what the message may promise: a file there stays as it was
         try:
             write_atomic(write_path, labels_mod.feature_file(lbls))
         except OSError as e:
-            raise Fail(EXIT_INSTALL, f"cannot write {write_path}: {e.strerror or e}; "
-                                     "the previous file is untouched") from None
+            kept = "the previous file is untouched" if existed else "nothing was written"
+            raise Fail(EXIT_INSTALL, f"cannot write {write_path}: {e.strerror or e}; {kept}") from None
     if as_json:
         from selector.render import emit_json
 
