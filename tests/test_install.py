@@ -11,11 +11,12 @@ import tarfile
 import threading
 import time
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from conftest import machine, run_cli
+from servers import TestServer
 
 STRIX = machine("linux-ubuntu24.04-strix-halo")  # gfx1151: llamacpp picks vulkan, rocm supported
 RTX4090 = machine("linux-ubuntu24.04-rtx4090")  # sm_89: llamacpp picks cuda
@@ -100,7 +101,7 @@ class Server:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd = TestServer(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()

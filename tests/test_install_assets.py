@@ -28,11 +28,12 @@ is Lemonade's get_rocm_arch(): the hardware gfx from KFD on Linux, the family na
 import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from conftest import ROOT, machine, run_cli
+from servers import TestServer
 
 BASE = machine("linux-debian12-x86_64-cpu-only")  # only the starting point: --os/--arch/--gfx/--sm replace it
 
@@ -233,7 +234,7 @@ class NoReleases:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd = TestServer(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 

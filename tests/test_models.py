@@ -11,7 +11,7 @@ import json
 import os
 import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import jsonschema
 import numpy as np
@@ -19,6 +19,7 @@ import pytest
 
 import gguf_models as gm
 from conftest import machine, profile_of
+from servers import TestServer
 from test_json_contract import schema
 from selector.models import facts as F
 from selector.models import fit, gguf_header, source
@@ -235,7 +236,7 @@ class Server:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd = TestServer(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -734,7 +735,7 @@ def test_refusals_from_the_server_are_named(status, says):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    httpd = TestServer(("127.0.0.1", 0), H)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         with pytest.raises(gguf_header.ModelError, match=says):
