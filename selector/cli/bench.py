@@ -63,10 +63,12 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
     be found or read, 130 on Ctrl-C (nothing half-written).
     """
     from selector import bench, engine, render
+    from selector.cli.needs import model_packages
     from selector.install.states import cache_root
 
     if not n_prompt and not n_gen:
         raise Fail(EXIT_USAGE, "--prompt 0 and --gen 0 leave nothing to measure")
+    model_packages("bench")
     o = Opts(ctx, kwargs)
     (name,) = o.recipe_names([recipe])
     spec = _spec(o.catalog().name, name)

@@ -114,6 +114,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
     the download size otherwise.  Exit 0, or 3 when no backend of RECIPE runs here.
     """
     from selector import render
+    from selector.cli.needs import model_packages
     from selector.models import fit, planner, source
     from selector.models.gguf_header import ModelError
 
@@ -121,6 +122,7 @@ def models_cmd(ctx, recipe, backend, only_fits, ctx_size, parallel, read_headers
     if ctx_size is not None and ctx_size <= 0:
         raise Fail(EXIT_USAGE, f"--ctx-size {ctx_size}: a context is a positive number of tokens")
     _check_parallel(parallel)
+    model_packages("models")
     profile, cat, d, v = _decision(o, recipe, backend)
     cache = _cache(o)
     rows = []
@@ -253,6 +255,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     4 for --exec without an installed build, 5 when the model cannot be read.
     """
     from selector import render
+    from selector.cli.needs import model_packages
     from selector.engine import install_dir_name
     from selector.models import fit, planner, source
     from selector.models.gguf_header import ModelError
@@ -260,6 +263,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     o = Opts(ctx, kwargs)
     if extra and not do_exec:
         raise Fail(EXIT_USAGE, f"unexpected arguments {' '.join(extra)!r}: arguments after -- go with --exec")
+    model_packages("plan")
     if do_exec and as_json:
         raise Fail(EXIT_USAGE, "--exec starts the server in this process: there is no JSON to print after it "
                                "(plan --json shows the line; --exec runs it)")
