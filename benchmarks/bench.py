@@ -9,6 +9,8 @@
 5. Install: `pick-backend install llamacpp` of a llama.cpp-like .tar.gz from a server on 127.0.0.1
    against `curl` + `sha256sum` + `tar -xzf` on the same bytes, paired in the same loop; peak memory
    (max RSS) of the install process.
+6. One file: `python pick-backend.pyz check` and `llamacpp --json` against the installed command
+   with the same interpreter, paired; the file's size and its first start (which unpacks it).
 """
 
 from __future__ import annotations
@@ -363,10 +365,17 @@ def main():
     ap.add_argument("--install-mb", type=int, default=300, help="unpacked size of the install benchmark's archive")
     ap.add_argument("--install-runs", type=int, default=3)
     ap.add_argument("--only-install", action="store_true", help="run only section 5")
+    ap.add_argument("--pyz", default=None, help="section 6 on this pick-backend.pyz (default: built from the installed "
+                    "distributions by tools/build_pyz.py --from-installed)")
+    ap.add_argument("--only-pyz", action="store_true", help="run only section 6")
     args = ap.parse_args()
     if args.only_install:
         compile_package()
         report_install(args)
+        return
+    if args.only_pyz:
+        compile_package()
+        report_pyz(args)
         return
     compile_package()
     print(f"pick-backend benchmark · {os.cpu_count()} cores · Python {sys.version.split()[0]}\n")
@@ -391,6 +400,7 @@ def main():
     print(f"\n4. fleet: 1,000 profiles in {t:.2f} s = {rate:,.0f} profiles/s "
           f"({'ok' if rate >= 500 else 'MISSED'}, target >= 500)")
     report_install(args)
+    report_pyz(args)
 
 
 def report_install(args):
@@ -406,6 +416,33 @@ def report_install(args):
     print(f"   pick-backend install {ours:6.2f} s   curl+sha256sum+tar {base:6.2f} s   ratio {ratio:.2f} "
           f"({'ok' if ratio <= 0.8 else 'MISSED'}, target <= 0.8)")
     print(f"   peak memory {rss:.0f} MiB ({'ok' if rss < 100 else 'MISSED'}, target < 100)")
+
+
+def pyz_speed(runs: int, pyz: str | None) -> tuple[list, int, float]:
+    """Paired start-up of the one file against the installed command (both on this interpreter),
+    its size and its first start, which unpacks it into an empty cache."""
+    with tempfile.TemporaryDirectory() as d:
+        if not pyz:
+            pyz = os.path.join(d, "pick-backend.pyz")
+            subprocess.run([PY, os.path.join(ROOT, "tools", "build_pyz.py"), "--from-installed", "--out", pyz],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ENV["PICK_BACKEND_PYZ_CACHE"] = os.path.join(d, "cache")
+        try:
+            first = wall([PY, pyz, "--version"])
+            rows = [(f"pick-backend.pyz {' '.join(cmd)}", f"pick-backend {' '.join(cmd)}",
+                     *paired([PY, pyz, *cmd], EXE + list(cmd), runs), 1.3)
+                    for cmd in (("check", "llamacpp", "rocm"), ("llamacpp", "--json"))]
+        finally:
+            del ENV["PICK_BACKEND_PYZ_CACHE"]
+        return rows, os.path.getsize(pyz), first
+
+
+def report_pyz(args):
+    rows, size, first = pyz_speed(args.runs, args.pyz)
+    print(f"\n6. one file: pick-backend.pyz, {size / 2**20:.1f} MiB; first start (unpacks it) {first:.2f} s")
+    print(f"   {'command':34} {'baseline':36} {'A s':>7} {'B s':>7} {'A/B':>6}  target")
+    for a, b, ta, tb, ratio, target in rows:
+        print(f"   {a:34} {b:36} {ta:7.3f} {tb:7.3f} {ratio:6.2f}  {'ok' if ratio <= target else 'MISSED'} (<= {target})")
 
 
 if __name__ == "__main__":
