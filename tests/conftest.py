@@ -90,3 +90,18 @@ def run_tty(*args, columns=80, env=None):
     r.out = ANSI.sub("", out.decode("utf-8", "replace").replace("\r\n", "\n"))
     r.err = ""
     return r
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line at the end of every run that skipped tests of the real llama.cpp: how many, why, and
+    the command that makes them run (the reason shows otherwise only with -rs)."""
+    import sys as _sys
+
+    engine = _sys.modules.get("real_engine")
+    why = getattr(engine, "WHY_NOT", None)
+    if not why:
+        return
+    n = sum(1 for r in terminalreporter.stats.get("skipped", [])
+            if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3 and r.longrepr[2] == f"Skipped: {why}")
+    if n:
+        terminalreporter.write_line(f"{n} real-engine test{'s' if n != 1 else ''} skipped: {why}")

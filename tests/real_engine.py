@@ -1,9 +1,11 @@
 """A real llama.cpp for the tests: where it is, how to start it, and what it prints.
 
-The build is ../shared/llama.cpp/ beside the checkout (llama.cpp 0c1e57098bba, build 11312, CPU,
-AVX2; its README says how it was built from PyPI's llama-cpp-python source), or the directory
-PICK_BACKEND_LLAMA_CPP names.  Tests that need it skip with the reason where it is not there, or
-where this CPU cannot run it.
+The build (llama.cpp 0c1e57098bba, build 11312, CPU, AVX2, made from PyPI's llama-cpp-python
+source) is the directory PICK_BACKEND_LLAMA_CPP names, else ../shared/llama.cpp/ beside the checkout
+(this project's CI), else the cache that `python tools/build_llama_cpp.py` builds into
+(~/.cache/pick-backend/llama.cpp-b11312).  Tests that need it skip with the reason where it is not
+there, or where this CPU cannot run it, and the run ends with one line that counts them
+(tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,29 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HOME = os.environ.get("PICK_BACKEND_LLAMA_CPP") or os.path.join(ROOT, "..", "shared", "llama.cpp")
+SHARED = os.path.join(ROOT, "..", "shared", "llama.cpp")
+BUILD_COMMAND = "python tools/build_llama_cpp.py"
+
+
+def _cache() -> str:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_llama_cpp", os.path.join(ROOT, "tools", "build_llama_cpp.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.default_dest()
+
+
+def _home() -> str:
+    if os.environ.get("PICK_BACKEND_LLAMA_CPP"):
+        return os.environ["PICK_BACKEND_LLAMA_CPP"]
+    for home in (SHARED, _cache()):
+        if os.access(os.path.join(home, "bin", "llama-server"), os.X_OK):
+            return home
+    return ""
+
+
+HOME = _home()
 BIN = os.path.join(HOME, "bin")
 MiB = 1 << 20
 
@@ -27,9 +51,12 @@ def exe(name: str) -> str:
 
 
 def _why_not() -> str | None:
+    if not HOME:
+        return (f"no llama.cpp build in {os.path.normpath(SHARED)} or {_cache()} (`{BUILD_COMMAND}` builds one, "
+                "or set PICK_BACKEND_LLAMA_CPP to a directory holding bin/llama-server)")
     server = exe("llama-server")
     if not os.access(server, os.X_OK):
-        return f"no llama.cpp build at {BIN} (set PICK_BACKEND_LLAMA_CPP to a directory holding bin/llama-server)"
+        return f"no llama.cpp build at {BIN} (PICK_BACKEND_LLAMA_CPP names a directory without bin/llama-server)"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             if " avx2" not in f.read():
