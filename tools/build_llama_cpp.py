@@ -18,7 +18,6 @@ llama-cli and llama-fit-params with the reference's CMake flags into
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import re
@@ -28,6 +27,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_pyz import sha256_of  # noqa: E402  (beside this file)
 
 BUILD, COMMIT = "11312", "0c1e570"
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
@@ -92,14 +94,6 @@ def check_machine() -> None:
     miss = missing_tools()
     if miss:
         raise Refused(f"missing {', '.join(miss)} (Debian/Ubuntu: apt-get install cmake g++ make)")
-
-
-def sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def source_root(tar: tarfile.TarFile) -> str:
