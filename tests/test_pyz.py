@@ -109,6 +109,26 @@ def test_unpacked_once_then_reused(pyz, tmp_path):
     assert [p.name for p in cache.iterdir()] == [home.name] and (home / ".complete").stat().st_mtime_ns == stamp
 
 
+def test_runs_at_once_on_an_empty_cache_all_answer(pyz, tmp_path):
+    path, _ = pyz
+    e = dict(os.environ, PICK_BACKEND_PYZ_CACHE=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([*BARE, path, "--root", machine("linux-ubuntu24.04-strix-halo"), "check", "llamacpp", "vulkan"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # one unpacked copy, no half-made ones left
+
+
+def test_a_cache_another_user_can_write_is_not_used(pyz, tmp_path):
+    cache = tmp_path / "open"
+    cache.mkdir()
+    cache.chmod(0o777)
+    r = run_pyz(pyz, "--version", env={"PICK_BACKEND_PYZ_CACHE": str(cache)})
+    assert r.returncode == 4 and "every user can write it" in r.stderr and not list(cache.iterdir())
+
+
 def _tree_copy(dest):
     """This checkout's build inputs at another path, every file with another time."""
     for d in ("selector", "probes", "tools"):

@@ -225,11 +225,12 @@ def _roots():
 
 
 def _own(path):
-    """A directory only this user can have written (a shared temporary directory is not)."""
+    """A directory this user owns and other users cannot write (a shared temporary directory is
+    neither); a group-writable one is a user's own under Debian's and Ubuntu's private groups."""
     if not hasattr(os, "getuid"):
         return True
     st = os.stat(path)
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return st.st_uid == os.getuid() and not st.st_mode & 0o002
 
 
 def _unpack(archive, root):
@@ -240,7 +241,7 @@ def _unpack(archive, root):
 
     os.makedirs(root, mode=0o700, exist_ok=True)
     if not _own(root):
-        raise OSError("%s belongs to another user or others can write it" % root)
+        raise OSError("%s belongs to another user or every user can write it" % root)
     target = os.path.join(root, PAYLOAD)
     tmp = tempfile.mkdtemp(prefix=PAYLOAD + ".", dir=root)
     try:
