@@ -47,6 +47,8 @@ class Result(Record):
     pair: str | None
     quote: str
     note: str | None = None  # what the source says that qualifies the row (a retyped table, a different build)
+    depth: int = 0  # llama-bench's -d: the positions already in the KV cache when the test ran ("tg128 @ d4096")
+    no_build: str | None = None  # why a row has no build (the post prints none): such a row counts for less
     os: str = "linux"  # the machine's OS: a Windows or macOS run is said so by the source (drivers differ)
 
     @property
@@ -58,7 +60,7 @@ class Result(Record):
         return f"{m[1]}#{m[3]}" if m[3] else m[1]  # a repository's committed file: the repository
 
     def to_dict(self) -> dict:
-        return {"backend": self.backend, "test": self.test, "tokens_per_s": self.tps, "gpu": self.gpu,
+        return {"backend": self.backend, "test": self.test, "depth": self.depth, "tokens_per_s": self.tps, "gpu": self.gpu,
                 "match": self.match, "family": self.family, "runtime": self.runtime, "build": self.build,
                 "date": self.date, "model": self.model, "source": self.url, "where": self.where, "note": self.note,
                 "os": self.os}
@@ -153,13 +155,16 @@ def parse(data, path: str = PATH) -> list[Result]:
         fa = whole("fa")
         if fa not in (None, 0, 1):
             raise InputError(path, f"{at}.fa: must be 0, 1 or null")
+        depth = whole("depth") or 0
+        if r.get("build") is None and not (isinstance(r.get("no_build"), str) and r["no_build"].strip()):
+            raise InputError(path, f"{at}.no_build: a row without a build must say why (the post prints none, ...)")
         out.append(Result(
             gpu=text("gpu"), match=text("match"), family=text("family", True), backend=backend,
             runtime=text("runtime", True), build=text("build", True), date=date, model=text("model"),
             size_gib=_size(r.get("size"), path, f"{at}.size"), params_b=_size(r.get("params"), path, f"{at}.params"),
             ngl=whole("ngl"), fa=fa, test=test, tps=float(tps), url=url, where=text("where"),
             pair=text("pair", True), quote=text("quote"), note=text("note", True),
-            os=_os_of(r, backend)))
+            os=_os_of(r, backend), depth=depth, no_build=text("no_build", True)))
     return out
 
 
@@ -204,19 +209,21 @@ def _test_order(test: str) -> tuple:
     return (test[:2] != "tg", test not in STANDARD, int(digits) if digits else 0, test)
 
 
-def comparison(results, backends, metric: str | None = None) -> list[Result]:
+def comparison(results, backends, metric: str | None = None, depth: int = 0) -> list[Result]:
     """The latest published comparison of two or more of ``backends``: the rows of one post that ran them
     on the same machine and model (a ``pair``), for every test it ran on two of them (``metric`` "tg" or
     "pp": those tests only); the deciding test first (tg128, else pp512, else the type's shortest),
     fastest first per test.  Where that day's posts compared several models, the model shown is one on
     which the backend that led most of them led, the middle one by its lead: never the one a name
-    sorts first; an exact tie keeps the order of ``backends`` (the catalog's).  [] when no post compared
-    them."""
+    sorts first; an exact tie keeps the order of ``backends`` (the catalog's).  ``depth``: the comparison
+    at that depth (llama-bench's -d; 0, an empty context, by default); the rows the same post ran at other
+    depths follow, each test's at its depth (where the order of the backends swaps, they show it).  []
+    when no post compared them."""
     order = {b: i for i, b in enumerate(backends)}  # the catalog's order: what an exact tie keeps
     wanted = set(order)
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)):
+        if r.pair and r.backend in wanted and (metric is None or r.test.startswith(metric)) and r.depth == depth:
             # one model with one setting of flash attention: a post's other model compares nothing here
             groups.setdefault((r.pair, r.model, r.fa), []).append(r)
     compared = []
@@ -242,15 +249,49 @@ def comparison(results, backends, metric: str | None = None) -> list[Result]:
     # the backend that led on most models (a tie: the larger typical lead), its middle model by lead
     led = max(leads.values(), key=lambda cs: (len(cs), sorted(c[2] for c in cs)[(len(cs) - 1) // 2], -order[cs[0][1]]))
     led.sort(key=lambda c: (c[2], c[3][0], c[3][1]))
-    return led[(len(led) - 1) // 2][4]
+    rows = led[(len(led) - 1) // 2][4]
+    return rows + _other_depths(results, rows, order)
+
+
+def _other_depths(results, rows: list[Result], order: dict) -> list[Result]:
+    """The rows the post of ``rows`` ran at other depths, of the same model, setting and tests, where two
+    or more of the backends ran at that depth: fastest first per test and depth."""
+    first = rows[0]
+    tests = {r.test for r in rows}
+    seen: dict[tuple, Result] = {}
+    for r in results:
+        if r.pair == first.pair and r.model == first.model and r.fa == first.fa and r.backend in order \
+                and r.test in tests and r.depth != first.depth:
+            seen.setdefault((r.test, r.depth, r.backend), r)
+    by: dict[tuple, list[Result]] = {}
+    for (test, depth, _b), r in seen.items():
+        by.setdefault((test, depth), []).append(r)
+    out = []
+    for key in sorted(by, key=lambda k: (_test_order(k[0]), k[1])):
+        if len(by[key]) > 1:
+            out += sorted(by[key], key=lambda r: (-r.tps, order[r.backend]))
+    return out
+
+
+def swaps(rows: list[Result]) -> list[tuple[str, int, str]]:
+    """Where a comparison's lead changes with the depth: (test, depth, the backend that leads there) for
+    each depth at which another backend leads than at the comparison's own depth."""
+    if not rows:
+        return []
+    base = rows[0].depth
+    lead: dict[tuple, str] = {}
+    for r in rows:  # fastest first per test and depth: the first row of each leads it
+        lead.setdefault((r.test, r.depth), r.backend)
+    return [(test, depth, b) for (test, depth), b in lead.items()
+            if depth != base and (test, base) in lead and lead[(test, base)] != b]
 
 
 def nearest(results, kind: str, name: str | None, family: str | None, backends, metric: str | None = None,
-            os_name: str | None = None, memory_bytes: int | None = None) -> tuple[str, list[Result]]:
-    """The nearest published comparison of ``backends`` for a device: on its own GPU model, else its
-    family, on the same OS.  (words for where, rows), or ("", [])."""
+            os_name: str | None = None, memory_bytes: int | None = None, depth: int = 0) -> tuple[str, list[Result]]:
+    """The nearest published comparison of ``backends`` for a device at ``depth``: on its own GPU model,
+    else its family, on the same OS.  (words for where, rows), or ("", [])."""
     for where, rs in for_device(results, kind, name, family, os_name, memory_bytes):
-        rows = comparison(rs, backends, metric)
+        rows = comparison(rs, backends, metric, depth)
         if rows:
             if where != rows[0].match:  # a post of one machine: name its GPU, and why it speaks for this one
                 where = f"{rows[0].match} ({family}, this GPU's family)"
@@ -265,14 +306,24 @@ def _tps(r: Result) -> str:
     return ("~" if "(derived)" in (r.note or "") else "") + text
 
 
+def _test_words(r: Result) -> str:
+    """'tg128', 'tg128 @ d4096' (llama-bench's own words for a test at a depth)."""
+    return f"{r.test} @ d{r.depth}" if r.depth else r.test
+
+
 def _parts(rows: list[Result]) -> str:
-    by_test: dict[str, list[Result]] = {}
+    by_test: dict[tuple, list[Result]] = {}
     for r in rows:
-        by_test.setdefault(r.test, []).append(r)
+        by_test.setdefault((r.test, r.depth), []).append(r)
     parts = []
-    for test, rs in by_test.items():
+    for rs in by_test.values():
         first, rest = rs[0], rs[1:]
-        parts.append(f"{first.backend} {test} {_tps(first)} vs " + " vs ".join(f"{r.backend} {_tps(r)}" for r in rest))
+        parts.append(f"{first.backend} {_test_words(first)} {_tps(first)} vs "
+                     + " vs ".join(f"{r.backend} {_tps(r)}" for r in rest))
+    swapped = swaps(rows)
+    if swapped:  # the order changes with the context: say at which depth each leads
+        base = rows[0]
+        parts.append("; ".join(f"{b} leads {t} from d{d}, {base.backend} at d{base.depth}" for t, d, b in swapped))
     return ", ".join(parts)
 
 

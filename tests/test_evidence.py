@@ -197,7 +197,9 @@ def test_a_paste_of_two_machines_or_two_builds_is_refused_not_merged():
     assert r.returncode == 5 and "2 builds" in r.stderr
 
 
-def test_llama_bench_json_runs_at_a_depth_are_left_out():
+def test_llama_bench_json_runs_at_a_depth_keep_their_depth():
+    """llama-bench -d: a run at n_depth 4096 read the KV cache of 4096 positions per token; it is kept, with its
+    depth, not filed as an empty-context run (nor dropped: users run long contexts)."""
     base = {"model_type": "llama 7B Q4_0", "model_size": 3825205248, "model_n_params": 6738415616,
             "backends": "Vulkan", "n_gpu_layers": 99, "flash_attn": False, "gpu_info": "AMD Radeon RX 7900 XTX",
             "build_number": 6000}
@@ -206,8 +208,31 @@ def test_llama_bench_json_runs_at_a_depth_are_left_out():
             {**base, "n_prompt": 512, "n_gen": 0, "n_depth": 4096, "avg_ts": 999.0}]
     r = _tool(*SOURCE, input=json.dumps(runs))
     assert r.returncode == 0, r.stderr
-    got = [(e["test"], e["tps"], e["match"], e["build"]) for e in json.loads(r.stdout)]
-    assert got == [("pp512", 3000.0, "RX 7900 XTX", "b6000"), ("tg128", 160.0, "RX 7900 XTX", "b6000")]
+    got = [(e["test"], e.get("depth", 0), e["tps"], e["match"], e["build"]) for e in json.loads(r.stdout)]
+    assert got == [("pp512", 0, 3000.0, "RX 7900 XTX", "b6000"), ("tg128", 0, 160.0, "RX 7900 XTX", "b6000"),
+                   ("pp512", 4096, 999.0, "RX 7900 XTX", "b6000")]
+
+
+def test_markdown_rows_at_a_depth_keep_their_depth_and_a_row_without_a_build_says_why():
+    """The row of ggml-org/llama.cpp#19255 (RX 7900 XTX, Vulkan, build 7901) as llama-bench printed it."""
+    text = ("ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 |\n"
+            "| model                          |       size |     params | backend    | ngl | fa |            test |                  t/s |\n"
+            "| ------------------------------ | ---------: | ---------: | ---------- | --: | -: | --------------: | -------------------: |\n"
+            "| deepseek2 30B.A3B IQ4_XS - 4.25 bpw |  15.15 GiB |    29.94 B | Vulkan     |  99 |  1 |           tg128 |        102.97 ± 0.08 |\n"
+            "| deepseek2 30B.A3B IQ4_XS - 4.25 bpw |  15.15 GiB |    29.94 B | Vulkan     |  99 |  1 |   tg128 @ d4096 |         41.81 ± 0.01 |\n")
+    r = _tool(*SOURCE, input=text)
+    assert r.returncode == 0, r.stderr
+    es = json.loads(r.stdout)
+    assert [(e["test"], e.get("depth", 0), e["tps"]) for e in es] == [("tg128", 0, 102.97), ("tg128", 4096, 41.81)]
+    assert all(e["build"] is None and e["no_build"] for e in es)  # the paste printed no build: line
+    r = _tool(*SOURCE, "--no-build", "a release named by its date", input=text)
+    assert {e["no_build"] for e in json.loads(r.stdout)} == {"a release named by its date"}
+    # the catalog refuses a row without a build that does not say why
+    from probes.host import InputError
+
+    row = {k: v for k, v in es[0].items() if k != "no_build"}
+    with pytest.raises(InputError, match="no_build"):
+        evidence.parse({"results": [row]}, "x.json")
 
 
 @pytest.mark.parametrize("args,code", [(("--date", "2026-13-99"), 2), (("--url", "http://x"), 2)])

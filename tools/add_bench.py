@@ -11,9 +11,10 @@ Radeon RX 7900 XTX (RADV NAVI31) ...``, ``Device 0: NVIDIA GeForce RTX 4090, com
 becomes one entry: the GPU (the device line, or ``--gpu`` where it names none or several), the GPU table's row it is and its
 family (from the same tables the probe uses), the backend, the build, the model as llama-bench
 names it, the test and tokens/s, the page, and the row itself.  A table that ran two backends on
-one machine gets a ``pair`` id, so the pick can compare them.  Rows that may not have offloaded every
-layer (``ngl`` below llama-bench's default 99), depth tests (``@ d4096``) and combined ones
-(``pp512+tg128``) are left out; a row of a backend that does not run on the GPU named (ROCm on an
+one machine gets a ``pair`` id, so the pick can compare them.  A test at a depth (llama-bench's ``-d``:
+``tg128 @ d4096`` in the markdown, ``n_depth`` in the JSON) keeps its depth: the test is ``tg128`` and
+``depth`` 4096 (the KV cache already holds 4096 positions).  Rows that may not have offloaded every
+layer (``ngl`` below llama-bench's default 99) and combined tests (``pp512+tg128``) are left out; a row of a backend that does not run on the GPU named (ROCm on an
 NVIDIA card) refuses the paste.
 
 A paste that names several devices or builds is refused (its tables would be filed under one
@@ -98,7 +99,7 @@ def parse_table(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
 
 
 def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
-    """llama-bench ``-o json``: a list of runs (depth runs, n_depth > 0, and combined ones left out)."""
+    """llama-bench ``-o json``: a list of runs (a run at a depth, n_depth > 0, keeps it; combined ones are left out)."""
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -124,13 +125,15 @@ def parse_json(text: str, gpu_given: bool = False) -> tuple[list[dict], dict]:
                                   or (key == "flash_attn" and v not in (0, 1))
                                   or (kinds is int and not 0 <= v < 1 << 50 and key != "n_gpu_layers")):
                 raise PasteError(f"run {i}: {key} is {what} in llama-bench's JSON, not {json.dumps(v)[:40]}")
-        if run.get("n_depth") or (n_prompt and n_gen) or not (n_prompt or n_gen):
+        if (n_prompt and n_gen) or not (n_prompt or n_gen):
             continue
+        depth = run.get("n_depth") or 0
         fa = run.get("flash_attn")
         rows.append({"model": run.get("model_type", ""), "size": f"{run.get('model_size', 0) / (1 << 30):.2f} GiB",
                      "params": f"{run.get('model_n_params', 0) / 1e9:.2f} B", "backend": run.get("backends", ""),
                      "ngl": str(run.get("n_gpu_layers", "")), "fa": str(int(fa)) if fa in (0, 1, True, False) else "",
-                     "test": f"pp{n_prompt}" if n_prompt else f"tg{n_gen}", "t/s": f"{run['avg_ts']:.2f}",
+                     "test": (f"pp{n_prompt}" if n_prompt else f"tg{n_gen}") + (f" @ d{depth}" if depth else ""),
+                     "t/s": f"{run['avg_ts']:.2f}",
                      "_line": json.dumps(run, sort_keys=True)})
         for seen, value in ((gpus, run.get("gpu_info")), (builds, run.get("build_number"))):
             if value and value not in seen:
@@ -218,8 +221,11 @@ def _vendor(match: str, family: str | None) -> str:
     return "amd" if family.startswith("gfx") else "nvidia" if family.startswith("sm_") else "other"
 
 
+NO_BUILD = "the post prints no 'build:' line"  # what a row without a build says, unless --no-build says more
+
+
 def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: str | None = None,
-            runtime: str | None = None) -> list[dict]:
+            runtime: str | None = None, no_build: str | None = None) -> list[dict]:
     if not rows:
         return []
     if gpu and meta.get("devices"):
@@ -233,9 +239,10 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
     match, family = gpu_facts(gpu)
     out = []
     for r in rows:
-        test = r.get("test", "").replace(" ", "")
-        if not re.fullmatch(r"(pp|tg)[1-9]\d*", test):
-            continue  # pp512+tg128, pp512 @ d4096, tg0
+        split = split_test(r.get("test", ""))
+        if split is None:
+            continue  # pp512+tg128, tg0
+        test, depth = split
         ngl = r.get("ngl")
         ngl = None if ngl in (None, "") else int(ngl) if re.fullmatch(r"-?\d+", ngl) else ngl
         backend = BACKEND.get(r.get("backend", "").split(",")[0].strip().lower())
@@ -248,23 +255,32 @@ def entries(rows: list[dict], meta: dict, url: str, where: str, date: str, gpu: 
             raise PasteError(f"a {backend} row on the {match}: {backend} does not run on it (is the GPU right?)")
         fa = r.get("fa")
         out.append({"gpu": gpu, "match": match, "family": family, "backend": backend, "runtime": runtime,
-                    "build": meta.get("build"), "date": date, "model": r["model"], "size": r.get("size"),
+                    "build": meta.get("build"), **({} if meta.get("build") else {"no_build": no_build or NO_BUILD}),
+                    "date": date, "model": r["model"], "size": r.get("size"),
                     "params": r.get("params"), "ngl": ngl,
-                    "fa": int(fa) if fa in ("0", "1") else None, "test": test, "tps": float(m[1]), "url": url,
+                    "fa": int(fa) if fa in ("0", "1") else None, "test": test, **({"depth": depth} if depth else {}),
+                    "tps": float(m[1]), "url": url,
                     "where": where, "pair": None, "quote": r["_line"]})
     # a pair is one model run on two or more backends with the same settings: rows of another model, or
     # of one backend alone, compare nothing
     for model in dict.fromkeys(e["model"] for e in out):
         for fa in dict.fromkeys(e["fa"] for e in out if e["model"] == model):
             group = [e for e in out if e["model"] == model and e["fa"] == fa]
-            by_test: dict[str, set] = {}
+            by_test: dict[tuple, set] = {}
             for e in group:
-                by_test.setdefault(e["test"], set()).add(e["backend"])
+                by_test.setdefault((e["test"], e.get("depth", 0)), set()).add(e["backend"])
             if any(len(b) > 1 for b in by_test.values()):
                 pair = hashlib.sha1(f"{url} {where} {model} {fa}".encode()).hexdigest()[:10]
                 for e in group:
                     e["pair"] = pair
     return out
+
+
+def split_test(text: str) -> tuple[str, int] | None:
+    """llama-bench's test column as (test, depth): 'tg128' -> ('tg128', 0), 'tg128 @ d4096' ->
+    ('tg128', 4096); None for a combined test ('pp512+tg128') or none at all."""
+    m = re.fullmatch(r"\s*((?:pp|tg)\s*[1-9]\d*)\s*(?:@\s*d(\d+))?\s*", text)
+    return (m[1].replace(" ", ""), int(m[2] or 0)) if m else None
 
 
 def render(es: list[dict]) -> str:
@@ -273,7 +289,7 @@ def render(es: list[dict]) -> str:
              "| model | size | params | backend | ngl | fa | test | t/s |", "| --- | ---: | ---: | --- | --: | -: | ---: | ---: |"]
     for e in es:
         lines.append(f"| {e['model']} | {e['size']} | {e['params']} | {e['backend']} | {e['ngl']} | {e['fa']} | "
-                     f"{e['test']} | {e['tps']:.2f} ± 0.00 |")
+                     f"{e['test']}{f' @ d' + str(e['depth']) if e.get('depth') else ''} | {e['tps']:.2f} ± 0.00 |")
     if es and es[0]["build"]:
         lines.append(f"\nbuild: 0000000 ({es[0]['build'][1:]})")
     return "\n".join(lines) + "\n"
@@ -297,6 +313,8 @@ def main(argv=None) -> int:
     ap.add_argument("--date", required=True, help="YYYY-MM-DD of the post")
     ap.add_argument("--gpu", help="the GPU, where the pasted text does not name it")
     ap.add_argument("--runtime", help="the driver or runtime the post names (RADV, ROCm 6.4, CUDA 12.8)")
+    ap.add_argument("--no-build", help="why the rows have no build, where the paste prints none (a release "
+                                       "named only by its date, a package's version); they count for less")
     ap.add_argument("--os", choices=("linux", "windows", "macos"),
                     help="the machine's OS, where the post does not say it (drivers differ: the pick uses only "
                          "results of its own OS)")
@@ -328,7 +346,7 @@ def main(argv=None) -> int:
     try:
         parse_input = parse_json if text.lstrip().startswith("[") else parse_table
         rows, meta = parse_input(text, bool(args.gpu))
-        es = entries(rows, meta, args.url, args.where, args.date, args.gpu, args.runtime)
+        es = entries(rows, meta, args.url, args.where, args.date, args.gpu, args.runtime, args.no_build)
         for e in es if args.os else ():
             e["os"] = args.os
     except UsageError as e:
@@ -342,7 +360,7 @@ def main(argv=None) -> int:
               "or -o json output)", file=sys.stderr)
         return 5
     if not es:
-        print(f"add_bench: none of the {len(rows)} rows is a generation or prompt test (tgN, ppN, no depth) of a "
+        print(f"add_bench: none of the {len(rows)} rows is a generation or prompt test (tgN, ppN, at any depth) of a "
               "llama.cpp backend with every layer offloaded (ngl 99 or more)", file=sys.stderr)
         return 5
     from probes.inputs import InputError
