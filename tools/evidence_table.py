@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The speed estimate against the published runs, each GPU model left out of its own estimate.
+"""The speed model against the published runs, each GPU model left out of its own fit.
 
-For every GPU model with published generation runs (dense models, llama-bench tg, size known) the
-fraction of the bandwidth bound it reached (the median of its runs) is set beside the fraction the
-estimate would use for it without its own runs (speed.calibration with ``exclude``): the error is
-how far the estimate's tokens/s would be from what was measured.  Prints the markdown table
-docs/models.md carries; tests/test_evidence.py checks the doc against it.  ``--prompt``: the same for
-the prompt processing estimate, each pp512 run predicted from its source's runs of other models.
+For every GPU model with published generation runs of a model whose shape the catalog knows, the
+model of speed (speed.speed_fit: read bytes over bandwidth plus a per-layer cost, fitted to the runs of
+the GPU's family or vendor) is fitted without that GPU's runs and set against them: the error is the
+median over its runs of estimate / measured - 1, apart for its runs at an empty context and at a depth.
+This repository's own captures (the catalog's "captures") are runs like the published ones.  Prints
+the markdown table docs/models.md carries; tests/test_evidence.py checks the doc against it.
+``--prompt``: the same for the prompt processing estimate, each pp512 run predicted from its source's
+runs of other models.
 """
 
 from __future__ import annotations
@@ -18,43 +20,32 @@ from statistics import median
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from selector import evidence  # noqa: E402
-from selector.bandwidth import VENDOR, table  # noqa: E402
 from selector.models import speed  # noqa: E402
+
+BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl")
 
 
 def rows():
-    results = evidence.load()
-    out = []
-    for runtime in ("cuda", "rocm", "vulkan", "metal", "sycl"):
-        effs = speed.efficiencies(results, runtime)
-        for (group, memory), pool in sorted(effs.items()):
-            for match, actual, _dates in sorted(pool):
-                vendor = next(v for v in VENDOR.values() if any(x["match"] == match for x in table().get(v, [])))
-                family = next((r.family for r in results if r.match == match), None)
-                n = sum(1 for r in results if r.match == match and r.backend == runtime and r.test.startswith("tg")
-                        and r.size_gib and r.size_gib >= speed.MIN_CALIBRATION_GIB and speed._dense(r.model))
-                cal = speed.calibration(results, runtime, family, vendor, memory, exclude=match,
-                                        least=speed.CALIBRATION_LEAST - 1)  # the same pool, less this GPU
-                out.append({"gpu": match, "backend": runtime, "runs": n, "actual": actual,
-                            "predicted": cal["mid"] if cal else None, "pool": cal["group"] if cal else None,
-                            "error": cal["mid"] / actual - 1 if cal else None})
-    return out
+    return speed.leave_one_out(list(evidence.load()) + list(speed.captured()), BACKENDS)
 
 
 def markdown() -> str:
     rs = rows()
-    lines = ["| GPU | backend | runs | reached of the bound | estimate without its own runs | from | error |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| GPU | backend | OS | context | runs | measured (median) | error without its own runs | fitted to |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rs:
-        pred = f"{r['predicted']:.0%}" if r["predicted"] is not None else "-"
+        ctx = "empty" if r["depth"] == 0 else "depth " + ", ".join(str(d) for d in r["depths"])
         err = f"{r['error']:+.0%}" if r["error"] is not None else "too few other GPUs"
-        lines.append(f"| {r['gpu']} | {r['backend']} | {r['runs']} | {r['actual']:.0%} | {pred} | {r['pool'] or '-'} | {err} |")
-    errs = [abs(r["error"]) for r in rs if r["error"] is not None]
-    if errs:
-        within = sum(1 for e in errs if e <= 0.25)
-        lines.append("")
-        lines.append(f"{len(errs)} GPU models estimated: median error {median(errs):.0%}, {within} of {len(errs)} "
-                     f"within 25%, the largest {max(errs):.0%}.")
+        lines.append(f"| {r['gpu']} | {r['backend']} | {r['os']} | {ctx} | {r['runs']} | {r['measured']:.1f} t/s | {err} | "
+                     f"{r['group'] or '-'} |")
+    lines.append("")
+    for backend in BACKENDS:
+        for depth, limit, words in ((0, 0.20, "at an empty context"), ("depth", 0.25, "at the published depths")):
+            errs = [abs(r["error"]) for r in rs if r["backend"] == backend and r["depth"] == depth and r["error"] is not None]
+            if errs:
+                within = sum(1 for e in errs if e <= limit)
+                lines.append(f"- {backend} {words}: {within} of {len(errs)} GPU models within {limit:.0%} "
+                             f"(median error {median(errs):.0%}, the largest {max(errs):.0%})")
     return "\n".join(lines) + "\n"
 
 

@@ -64,7 +64,28 @@ GPU = {  # the GPU as a source names it -> as the GPU table does, where the word
 READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
         "read-earlier.json", "read-round2-nvidia.json", "read-round2-amd-intel.json", "read-round2-apple.json", "read-round3-nvidia.json",
         "read-round3-amd-intel.json", "read-round4-amd-vulkan.json", "read-round4-nvidia-pairs.json", "read-round4-hbm.json",
-        "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
+        "read-round5-depth.json", "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
+
+
+# this repository's own llama-bench runs (tests/data/device/*/README.md says how each was captured): kept
+# apart from the published results (the pick never shows them as someone's post), the speed model fits
+# them beside them; every layer on the GPU (-ngl 99) only
+CAPTURES = [("tests/data/device/h200-cuda-b11312/" + f, "H200", "2026-12-04")
+            for f in ("bench-llama3-8b-q4_0.json", "bench-gemma3-4b-q8_0.json", "bench-qwen2.5-3b-tied-q8_0.json",
+                      "bench-qwen3moe-30b-a3b-12l-q4_0.json")]
+
+
+def captures() -> list[dict]:
+    out = []
+    for path, gpu, date in CAPTURES:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            text = f.read()
+        rows, meta = add_bench.parse_json(text[:text.rindex("]") + 1], gpu_given=True)
+        for e in add_bench.entries(rows, meta, "https://github.com/", "", date, gpu):
+            e.update(url=None, where=f"this repository's device capture, {path}", capture=path)
+            del e["quote"]  # the file is the quote: one JSON object a run
+            out.append(e)
+    return out
 
 
 def build() -> tuple[list[dict], list[tuple]]:
@@ -94,11 +115,15 @@ def build() -> tuple[list[dict], list[tuple]]:
             except ValueError as e:
                 dropped.append((r["gpu"], r["url"], f"not in the GPU table ({e})"))
                 continue
+            test, depth = add_bench.split_test(r["test"]) or (r["test"].replace(" ", ""), 0)
+            depth = r.get("depth") or depth  # a row read with its depth apart, or "tg128 @ d4096"
             e = {"gpu": r["gpu"], "match": match, "family": family, "backend": r["backend"],
                  "runtime": r.get("runtime"), "build": r.get("build"), "date": r["date"], "model": r["model"],
                  "size": r.get("size"), "params": r.get("params"), "ngl": r.get("ngl"), "fa": r.get("fa"),
-                 "test": r["test"].replace(" ", ""), "tps": r["tps"], "url": r["url"], "where": r["where"],
-                 "pair": r.get("pair"), "quote": r["quote"]}
+                 "test": test, **({"depth": depth} if depth else {}), "tps": r["tps"], "url": r["url"],
+                 "where": r["where"], "pair": r.get("pair"), "quote": r["quote"]}
+            if not e["build"]:  # a row without a build says why, and counts for less
+                e["no_build"] = r.get("no_build") or add_bench.NO_BUILD
             if "Asahi" in (r.get("note") or "") + r["gpu"] + (r.get("runtime") or "") and e["pair"]:
                 e["pair"] = None  # Linux on the same Mac: not macOS's Metal beside it
             over = _over_bound(e)
@@ -133,7 +158,7 @@ def _over_bound(e: dict) -> str | None:
     from selector.evidence import _size
     from selector.models.speed import _dense
 
-    if not e["test"].startswith("tg") or not _dense(e["model"]) or not e.get("size"):
+    if not e["test"].startswith("tg") or e.get("depth") or not _dense(e["model"]) or not e.get("size"):
         return None
     gib = _size(e["size"], "", "size")
     gbps = by_match().get(e["match"], (None, {}))[1].get("gbps")
@@ -152,7 +177,7 @@ def main(argv) -> int:
     results, dropped = build()
     with open(PATH, encoding="utf-8") as f:
         catalog = json.load(f)
-    new = {**catalog, "results": results}
+    new = {**catalog, "results": results, "captures": captures()}
     parse(new, PATH)
     if "--write" in argv:
         with open(PATH, "w", encoding="utf-8") as f:
@@ -161,7 +186,7 @@ def main(argv) -> int:
         print(f"wrote {len(results)} results of {len({e['match'] for e in results})} GPUs; "
               f"{len(dropped)} rows read were not kept")
         return 0
-    same = catalog.get("results") == results
+    same = catalog.get("results") == results and catalog.get("captures") == new["captures"]
     print("no change" if same else f"{len(results)} results differ from the catalog's {len(catalog.get('results', []))}")
     return 0 if same else 1
 

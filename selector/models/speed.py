@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+from functools import lru_cache
+
+from probes.record import Record, field
 
 from selector.bandwidth import VENDOR, by_match, memory_kind, row_for, table  # noqa: F401 - the table is the GPU table's
 
@@ -161,3 +165,267 @@ def prompt_estimate(results, runtime: str, match: str, params: int, exclude_mode
     return {"tokens_per_s": median(rates), "low": rates[0], "high": rates[-1], "runs": len(runs), "gpu": match,
             "models": sorted({r.model for r in runs}), "url": latest.url, "date": latest.date,
             "build": builds.pop() if len(builds) == 1 else None}
+
+
+# --- the model of generation speed -------------------------------------------------------------------
+# Per generated token a device reads the weights of its layers (of a mixture of experts, the active
+# experts), and at depth d the KV cache of d positions in every layer that attends to the whole context
+# (a sliding-window layer only its window), at its memory bandwidth; and each layer costs the backend a
+# fixed time on that kind of device (kernel launches, synchronisation) that no bandwidth shortens.  Both
+# are fitted to the published llama-bench runs: time per token = read bytes / (bandwidth x efficiency) +
+# layers x per-layer cost.  Runs of models of several sizes on GPUs of several bandwidths separate them.
+
+KV_BYTES = 2  # llama-bench's default cache type, f16: two bytes per value
+NO_BUILD_WEIGHT = 0.5  # a run whose post names no build counts half: which code ran cannot be told
+HALF_LIFE_DAYS = 365  # a run a year older than the pool's newest counts half: each build's per-token overhead
+# is lower than the last's (CUDA graphs, fused kernels), and the build a user installs is the newest
+
+
+class Arch(Record):
+    """A model's shape as far as speed needs it (catalogs/llama-bench-published.json "models")."""
+
+    model: str
+    params_b: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    active_b: float | None = None  # a mixture of experts: the parameters one token reads
+    full_layers: int | None = None  # layers that attend to the whole context (None: every layer)
+    window: int | None = None  # the other layers' window (0: they keep no KV cache, linear attention)
+    aliases: tuple = ()  # other names the posts give it ("Llama2-7b")
+    sizes_gib: dict = field(default_factory=dict)  # llama-bench's size of a quantization, for rows that print none
+    source: str = ""
+    what: str = ""
+
+    def kv_per_position(self, depth: int) -> float:
+        """Bytes of KV cache a token reads at ``depth``, per position of the context, summed over layers."""
+        full = self.layers if self.full_layers is None else self.full_layers
+        per_layer = 2 * self.kv_heads * self.head_dim * KV_BYTES
+        if not depth:
+            return 0.0
+        window = depth if self.window is None else self.window  # 0: linear attention, a state of fixed size
+        return per_layer * (full + (self.layers - full) * min(depth, window) / depth)
+
+
+@lru_cache(maxsize=1)
+def archs() -> tuple[Arch, ...]:
+    from selector import evidence
+
+    try:
+        with open(evidence.PATH, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return ()
+    out = []
+    for m in data.get("models", []):
+        try:
+            out.append(Arch(**m))
+        except TypeError:
+            continue
+    return tuple(out)
+
+
+def arch_of(model: str, params_b: float | None) -> Arch | None:
+    """The shape of a model llama-bench names ``model`` with ``params_b`` parameters: the table's row of its
+    architecture (the name's first word) whose parameters are within 2% (two 7B models share a name), or
+    where the row prints no parameters, the row one of whose names starts it; None where no one row is."""
+    word = model.split()[0].lower() if model.split() else ""
+    if params_b is None:
+        found = [a for a in archs() if any(re.match(re.escape(n) + r"\b", model) for n in (a.model, *a.aliases))]
+    else:
+        found = [a for a in archs() if a.model.split()[0].lower() == word and abs(a.params_b - params_b) <= 0.02 * a.params_b]
+    return found[0] if len(found) == 1 else None
+
+
+def _size_gib(r, arch: Arch) -> float | None:
+    """The run's size, or where the row prints none, llama-bench's size of its quantization of this model."""
+    if r.size_gib:
+        return r.size_gib
+    return next((gib for q, gib in arch.sizes_gib.items() if re.search(r"\b" + re.escape(q) + r"\b", r.model)), None)
+
+
+@lru_cache(maxsize=1)
+def captured() -> tuple:
+    """This repository's own llama-bench runs (the catalog's "captures", from tests/data/device/): results
+    the speed model fits beside the published ones, never shown as someone's post."""
+    from selector import evidence
+
+    try:
+        with open(evidence.PATH, encoding="utf-8") as f:
+            rows = json.load(f).get("captures", [])
+    except (OSError, ValueError):
+        return ()
+    out = []
+    for c in rows:
+        try:
+            out.append(evidence.Result(
+                gpu=c["gpu"], match=c["match"], family=c.get("family"), backend=c["backend"], runtime=None,
+                build=c.get("build"), date=c["date"], model=c["model"], size_gib=evidence._size(c.get("size"), "", ""),
+                params_b=evidence._size(c.get("params"), "", ""), ngl=c.get("ngl"), fa=c.get("fa"), test=c["test"],
+                tps=float(c["tps"]), url="", where=c["where"], pair=None, quote=c["capture"], depth=c.get("depth", 0)))
+        except (KeyError, TypeError, ValueError, evidence.InputError):
+            continue
+    return tuple(out)
+
+
+class Point(Record):
+    """One published generation run as the model sees it."""
+
+    gpu: str
+    seconds: float  # measured time per token
+    read_s: float  # the bytes it read over the GPU's peak bandwidth
+    layers: int
+    weight: float
+    depth: int
+    result: object = None
+
+
+def point(r) -> Point | None:
+    """A published generation run (evidence.Result) as a Point, or None where its model's shape, its size
+    or its GPU's bandwidth is not known."""
+    if not r.test.startswith("tg"):
+        return None
+    arch = arch_of(r.model, r.params_b)
+    kind_row = by_match().get(r.match)
+    size = _size_gib(r, arch) if arch else None
+    if arch is None or kind_row is None or not size:
+        return None
+    gbps = float(kind_row[1]["gbps"])
+    weights = size * (1 << 30) * ((arch.active_b / arch.params_b) if arch.active_b else 1.0)
+    # tgN at depth d: the N tokens read d .. d+N-1 positions; the middle one stands for them
+    depth = r.depth + int(re.sub(r"\D", "", r.test) or 0) // 2 if r.depth else r.depth
+    read = weights + arch.kv_per_position(depth) * depth
+    return Point(gpu=r.match, seconds=1 / r.tps, read_s=read / (gbps * 1e9), layers=arch.layers,
+                 weight=NO_BUILD_WEIGHT if not r.build else 1.0, depth=r.depth, result=r)
+
+
+class SpeedFit(Record):
+    """Time per token = read_s x ``slowdown`` + layers x ``per_layer_s``, fitted to ``gpus``' runs."""
+
+    backend: str
+    group: str  # the GPUs pooled, in words
+    slowdown: float  # 1 / the fraction of peak bandwidth reached
+    per_layer_s: float
+    gpus: tuple
+    runs: int
+    dates: tuple
+
+    def seconds(self, read_s: float, layers: int) -> float:
+        return read_s * self.slowdown + layers * self.per_layer_s
+
+
+def _solve(points: list[Point]) -> tuple[float, float] | None:
+    """(slowdown, per-layer seconds) minimising the squared relative error of the predicted time, each GPU
+    model weighing the same (its runs share its weight); both kept physical (slowdown >= 1, cost >= 0)."""
+    import datetime
+
+    newest = max(datetime.date.fromisoformat(p.result.date) for p in points)
+    points = [Point(gpu=p.gpu, seconds=p.seconds, read_s=p.read_s, layers=p.layers, depth=p.depth, result=p.result,
+                    weight=p.weight * 0.5 ** ((newest - datetime.date.fromisoformat(p.result.date)).days / HALF_LIFE_DAYS))
+              for p in points]
+    per_gpu: dict[str, float] = {}
+    for p in points:
+        per_gpu[p.gpu] = per_gpu.get(p.gpu, 0.0) + p.weight
+    sxx = sxy = syy = bx = by = 0.0
+    for p in points:
+        w = p.weight / per_gpu[p.gpu]
+        x, y = p.read_s / p.seconds, p.layers / p.seconds  # predicted / measured = a x + c y, aim 1
+        sxx, sxy, syy, bx, by = sxx + w * x * x, sxy + w * x * y, syy + w * y * y, bx + w * x, by + w * y
+    det = sxx * syy - sxy * sxy
+    if det <= 0:
+        return None
+    a, c = (bx * syy - by * sxy) / det, (by * sxx - bx * sxy) / det
+    if c < 0 or a < 1:  # the unconstrained optimum is unphysical: fit one term with the other at its bound
+        options = []
+        if sxx > 0:
+            a0 = max(1.0, bx / sxx)
+            options.append((a0, 0.0))
+        if syy > 0:
+            options.append((1.0, max(0.0, (by - sxy) / syy)))
+        a, c = min(options, key=lambda ac: sum(p.weight / per_gpu[p.gpu] * (1 - (ac[0] * p.read_s + ac[1] * p.layers)
+                                                                              / p.seconds) ** 2 for p in points))
+    return a, c
+
+
+def _group_of(r) -> tuple[str, str] | None:
+    """(family group or vendor, kind of memory) of a published run's GPU."""
+    kind_row = by_match().get(r.match)
+    if kind_row is None:
+        return None
+    kind, row = kind_row
+    return family_group(r.family) or VENDOR[kind], memory_kind(kind, row)
+
+
+VULKAN_SHARED = ("amd", "nvidia")  # Intel's Vulkan runs reached a third of the B70's bandwidth: not pooled
+
+
+def speed_fit(results, backend: str, family: str | None, vendor: str, memory: str = "own",
+              exclude: str | None = None, least: int = CALIBRATION_LEAST) -> SpeedFit | None:
+    """The model fitted to the published generation runs of ``backend`` on GPUs of this family group
+    where ``least`` GPU models or more were measured, else on every GPU of the vendor with this kind of
+    memory (``memory``: bandwidth.memory_kind).  ``exclude``: a GPU model left out (leave-one-out).
+    None without enough GPU models."""
+    pts: dict[tuple, list[Point]] = {}
+    for r in results:
+        if r.backend != backend or r.match == exclude:
+            continue
+        p = point(r)
+        g = _group_of(r) if p else None
+        if p is not None and g is not None:
+            pts.setdefault(g, []).append(p)
+    group = family_group(family)
+    pool = pts.get((group, memory), []) if group else []
+    words = group + (" with HBM" if memory == "hbm" else "") if group else ""
+    if len({p.gpu for p in pool}) < least:
+        groups = [g for g in pts if g[1] == memory and _vendor_of_group(g[0]) == vendor]
+        pool = [p for g in groups for p in pts[g]]
+        kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
+        words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
+        families = sorted({g[0] for g in groups if g[0] != vendor})
+        if families:
+            words += " of " + ", ".join(families) + (f", none of {group}" if group and group not in families else "")
+    if len({p.gpu for p in pool}) < least and backend == "vulkan" and vendor in VULKAN_SHARED:
+        # Vulkan is one code path on AMD's and NVIDIA's GPUs (RADV and NVIDIA's driver alike reach most of
+        # the bandwidth): too few of this vendor's, the other's of this kind of memory speak for it (said so)
+        pool = [p for g in pts if g[1] == memory and _vendor_of_group(g[0]) in VULKAN_SHARED for p in pts[g]]
+        kind = {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
+        words = f"AMD and NVIDIA {kind}GPUs"
+    gpus = sorted({p.gpu for p in pool})
+    if len(gpus) < least:
+        return None
+    solved = _solve(pool)
+    if solved is None:
+        return None
+    dates = [p.result.date for p in pool]
+    return SpeedFit(backend=backend, group=words, slowdown=solved[0], per_layer_s=solved[1], gpus=tuple(gpus),
+                    runs=len(pool), dates=(min(dates), max(dates)))
+
+
+def leave_one_out(results, backends=("cuda", "rocm", "vulkan", "metal", "sycl")) -> list[dict]:
+    """Each GPU model's published generation runs on one OS against the model fitted without them, to that
+    OS's runs (the pool its family or vendor gives it, as a plan's estimate would have it): {"gpu",
+    "backend", "os", "depth" (0, or "depth" for its runs at a depth), "depths", "runs", "measured" (t/s, the
+    median run), "error" (the median of estimate / measured - 1 over its runs), "group"}; error None where
+    the rest are too few to fit."""
+    from statistics import median
+
+    out = []
+    for backend in backends:
+        by_gpu: dict[tuple, list[Point]] = {}
+        for r in results:
+            if r.backend == backend and (p := point(r)) is not None:
+                by_gpu.setdefault((r.match, r.os), []).append(p)
+        for (gpu, os_name), pts in sorted(by_gpu.items()):
+            kind, row = by_match()[gpu]
+            fit = speed_fit([r for r in results if r.os == os_name], backend, pts[0].result.family, VENDOR[kind],
+                            memory_kind(kind, row), exclude=gpu, least=CALIBRATION_LEAST - 1)
+            for at_depth in (False, True):
+                some = [p for p in pts if bool(p.depth) == at_depth]
+                if not some:
+                    continue
+                errs = [p.seconds / fit.seconds(p.read_s, p.layers) - 1 for p in some] if fit else []
+                out.append({"gpu": gpu, "backend": backend, "os": os_name, "depth": "depth" if at_depth else 0,
+                            "runs": len(some), "depths": sorted({p.depth for p in some}),
+                            "measured": median(1 / p.seconds for p in some),
+                            "error": median(errs) if errs else None, "group": fit.group if fit else None})
+    return out

@@ -1,0 +1,88 @@
+"""The model of generation speed (selector/models/speed.py): bytes read per token over bandwidth plus a
+per-layer cost, fitted to published llama-bench runs and this repository's own captures."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import ROOT
+from selector import evidence
+from selector.models import speed
+
+GIB = 1 << 30
+
+
+def test_kv_read_at_depth_follows_the_models_attention():
+    # Qwen3-30B-A3B (config.json: 48 layers, 4 KV heads of 128): at 100k positions a token reads 9.4 GiB of
+    # f16 KV cache, the "9 GiB per token" of issue 40 -- five times its active weights
+    qwen = speed.arch_of("qwen3moe 30B.A3B Q4_K - Medium", 30.53)
+    assert qwen.layers == 48
+    assert 9.0 < qwen.kv_per_position(100000) * 100000 / GIB < 9.5
+    # Gemma 3 4B: one layer in six attends to everything, the rest to a window of 1024: at 32768 the
+    # windowed layers read 1024 positions each, not 32768
+    gemma = speed.arch_of("gemma3 4B Q8_0", 3.88)
+    full = 2 * 4 * 256 * 2
+    assert gemma.kv_per_position(32768) * 32768 == full * (5 * 32768 + 29 * 1024)
+    assert speed.arch_of("qwen35 27B Q4_K - Small", 27.32).kv_per_position(8192) * 8192 == 2 * 4 * 256 * 2 * 16 * 8192
+    # two 7B models share llama-bench's name; their parameters tell them apart
+    assert speed.arch_of("llama 7B Q4_0", 6.74).kv_heads == 32 and speed.arch_of("llama 7B Q4_0", 7.24).kv_heads == 8
+
+
+def _run(gpu, size_gib, params_b, model, tps, date="2026-01-01", build="b7000", depth=0):
+    return evidence.Result(gpu=gpu, match=gpu, family="sm_89", backend="cuda", runtime=None, build=build, date=date,
+                           model=model, size_gib=size_gib, params_b=params_b, ngl=99, fa=1, test="tg128", tps=tps,
+                           url="https://x", where="w", pair=None, quote="q", depth=depth)
+
+
+def test_the_fit_separates_bandwidth_from_per_layer_cost():
+    """Runs made by a known model (80% of the bandwidth, 40 us a layer) on cards of several bandwidths and two
+    model sizes: the fit gets both back, and with them a size it did not see."""
+    from selector.bandwidth import by_match
+
+    slowdown, per_layer = 1.25, 40e-6
+    cards = ["RTX 4090", "RTX 4080", "RTX 4070 Ti", "RTX 4060 Ti", "RTX 6000 Ada"]
+    models = [("llama 8B Q4_K - Medium", 4.58, 8.03, 32), ("llama 70B Q4_K - Medium", 39.59, 70.55, 80)]
+    runs = []
+    for card in cards:
+        gbps = by_match()[card][1]["gbps"]
+        for name, gib, params, layers in models:
+            runs.append(_run(card, gib, params, name, 1 / (gib * GIB / (gbps * 1e9) * slowdown + layers * per_layer)))
+    fit = speed.speed_fit(runs, "cuda", "sm_89", "nvidia")
+    assert abs(fit.slowdown - slowdown) < 1e-6 and abs(fit.per_layer_s - per_layer) < 1e-9
+    # without the per-layer term a fraction of the bound cannot hold for both sizes: the 8B reaches less of it
+    p8, p70 = (speed.point(r) for r in runs[:2])
+    assert p8.read_s / p8.seconds < p70.read_s / p70.seconds
+
+
+def test_a_run_without_a_build_and_an_older_run_count_for_less():
+    from selector.bandwidth import by_match
+
+    gbps = by_match()["RTX 4090"][1]["gbps"]
+    good = 1 / (4.58 * GIB / (gbps * 1e9) * 1.2 + 32 * 30e-6)
+    runs = [_run(c, 4.58, 8.03, "llama 8B Q4_K - Medium", good * by_match()[c][1]["gbps"] / gbps)
+            for c in ("RTX 4090", "RTX 4080", "RTX 3090", "RTX 4070 Ti")]
+    # the same cards measured slower by a build nobody named, and by a build of three years ago
+    slow = [_run(r.match, 4.58, 8.03, "llama 8B Q4_K - Medium", r.tps / 2, build=None) for r in runs]
+    old = [_run(r.match, 4.58, 8.03, "llama 8B Q4_K - Medium", r.tps / 2, date="2023-01-01") for r in runs]
+    named = speed.speed_fit(runs + slow, "cuda", "sm_89", "nvidia")
+    dated = speed.speed_fit(runs + old, "cuda", "sm_89", "nvidia")
+    even = speed.speed_fit(runs + [_run(r.match, 4.58, 8.03, "llama 8B Q4_K - Medium", r.tps / 2) for r in runs],
+                           "cuda", "sm_89", "nvidia")
+    t = lambda f: f.seconds(4.58 * GIB / (gbps * 1e9), 32)  # noqa: E731
+    assert t(named) < t(even) and t(dated) < t(named)
+
+
+def test_the_h200_capture_holds_the_model_at_depth():
+    """This repository's H200 (tests/data/device/h200-cuda-b11312): the catalog's captures are its llama-bench
+    JSON, and the model fitted with them follows the 8B's fall from depth 0 to 32768 within 25%."""
+    path = os.path.join(ROOT, "tests", "data", "device", "h200-cuda-b11312", "bench-llama3-8b-q4_0.json")
+    text = open(path, encoding="utf-8").read()
+    runs = [r for r in json.loads(text[:text.rindex("]") + 1]) if r["n_gen"]]
+    captured = {(r.test, r.depth): r.tps for r in speed.captured() if r.model == "llama 8B Q4_0" and r.test[:2] == "tg"}
+    assert {(f"tg{r['n_gen']}", r["n_depth"]): round(r["avg_ts"], 2) for r in runs} == captured
+    allr = [r for r in list(evidence.load()) + list(speed.captured()) if r.os == "linux"]
+    fit = speed.speed_fit(allr, "cuda", "sm_90", "nvidia", "hbm")
+    pts = [p for r in speed.captured() if r.model == "llama 8B Q4_0" and (p := speed.point(r))]
+    for p in pts:
+        assert abs(p.seconds / fit.seconds(p.read_s, p.layers) - 1) < 0.25, (p.depth, 1 / p.seconds)
