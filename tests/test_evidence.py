@@ -883,3 +883,26 @@ def test_a_rate_is_said_to_a_tenth_below_a_hundred_and_whole_above(tps, said):
     es = [_entry(backend=b, tps=t, pair="p") for b, t in (("vulkan", tps), ("cuda", 1.0))]
     rows = evidence.comparison(evidence.parse({"results": es}), {"vulkan", "cuda"})
     assert f"vulkan {rows[0].test} {said} vs cuda 1.0" in evidence.words(rows, "RTX 2070")
+
+
+def test_a_comparison_at_depth_says_where_the_lead_swaps():
+    """One post ran Vulkan and ROCm at d0 and d4096 (the shape of ggml-org/llama.cpp#19255's table): the
+    comparison is taken at an empty context, the d4096 rows follow it, and the words say that ROCm leads there."""
+    def row(backend, depth, tps):
+        return evidence.Result(gpu="RX 7900 XTX", match="RX 7900 XTX", family="gfx1100", backend=backend, runtime=None,
+                               build="b7901", date="2026-02-01", model="deepseek2 30B.A3B IQ4_XS", size_gib=15.15,
+                               params_b=29.94, ngl=99, fa=1, test="tg128", tps=tps, url="https://github.com/o/r/issues/1",
+                               where="w", pair="p1", quote="q", depth=depth)
+
+    rows = [row("vulkan", 0, 138.0), row("rocm", 0, 120.0), row("vulkan", 4096, 80.0), row("rocm", 4096, 97.0)]
+    got = evidence.comparison(rows, ["vulkan", "rocm"], "tg")
+    assert [(r.backend, r.depth) for r in got] == [("vulkan", 0), ("rocm", 0), ("rocm", 4096), ("vulkan", 4096)]
+    assert evidence.swaps(got) == [("tg128", 4096, "rocm")]
+    text = evidence.words(got, "RX 7900 XTX")
+    assert "vulkan tg128 138 vs rocm 120" in text and "rocm tg128 @ d4096 97.0 vs vulkan 80.0" in text
+    assert "rocm leads tg128 from d4096, vulkan at d0" in text
+    # asked at depth 4096, the comparison there decides
+    assert evidence.comparison(rows, ["vulkan", "rocm"], "tg", depth=4096)[0].backend == "rocm"
+    # where the order holds at every depth, nothing is said of a swap
+    same = [row("vulkan", 0, 138.0), row("rocm", 0, 120.0), row("vulkan", 4096, 99.0), row("rocm", 4096, 97.0)]
+    assert "leads" not in evidence.words(evidence.comparison(same, ["vulkan", "rocm"], "tg"), "RX 7900 XTX")
