@@ -35,6 +35,18 @@ def tools(catalog: str) -> dict:
     return {k: v for k, v in recipes.items() if isinstance(v, dict)} if isinstance(recipes, dict) else {}
 
 
+def spec_of(catalog: str, recipe: str) -> dict | None:
+    """The benchmark tool of the recipe, when it prints what this module reads."""
+    r = tools(catalog).get(recipe)
+    return r if r and r.get("parser") == "llama-bench-json" else None
+
+
+def none_words(catalog: str, recipe: str) -> str:
+    """Why a recipe has no tool this module reads, in words."""
+    r = tools(catalog).get(recipe)
+    return r["note"] if r and r.get("note") else "none is known for it"
+
+
 def measurable(catalog: str) -> frozenset:
     """The recipes ``bench`` can measure: a benchmark tool whose output it reads."""
     return frozenset(k for k, v in tools(catalog).items() if v.get("parser") == "llama-bench-json")
@@ -68,14 +80,21 @@ def driver_of(profile, kind: str, gpu) -> str | None:
 
 
 def test_name(row: dict) -> str | None:
-    n_p, n_g = row.get("n_prompt", 0), row.get("n_gen", 0)
+    """llama-bench's test of a result: pp512, tg128, pp512+tg128; at a depth (-d), tg128@d4096."""
+    n_p, n_g, depth = row.get("n_prompt", 0), row.get("n_gen", 0), row.get("n_depth") or 0
+    at = f"@d{depth}" if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0 else ""
     if n_p and not n_g:
-        return f"pp{n_p}"
+        return f"pp{n_p}{at}"
     if n_g and not n_p:
-        return f"tg{n_g}"
+        return f"tg{n_g}{at}"
     if n_p and n_g:
-        return f"pp{n_p}+tg{n_g}"
+        return f"pp{n_p}+tg{n_g}{at}"
     return None
+
+
+def depth_of(test: str) -> int:
+    """The depth of a test name: tg128@d4096 -> 4096, tg128 -> 0."""
+    return int(test.rsplit("@d", 1)[1]) if "@d" in test else 0
 
 
 def _speed(v) -> bool:
@@ -267,3 +286,63 @@ def fresh_measurements(cache: str, installed: dict, profile, bad: list | None = 
         if r.get("status") == OK and staleness(r, installed, profile, devices) is None:
             out.setdefault(r["recipe"], []).append(r)
     return out
+
+
+def tool_of(cache: str, recipe: str, dirname: str, binary: str | None, tool: str, os_name: str,
+            system: bool = False) -> tuple[str | None, str | None]:
+    """(the build's server, its benchmark tool beside it).  The system build is the server on PATH;
+    its tool is beside that name, else beside the file a link names (a package's bin/ links)."""
+    import shutil
+
+    from selector.verify import installed_binary
+
+    suffix = ".exe" if os_name == "windows" else ""
+    if system:
+        server = shutil.which(binary) if binary else None
+        if not server:
+            return None, None
+        for d in dict.fromkeys((os.path.dirname(server), os.path.dirname(os.path.realpath(server)))):
+            if os.path.isfile(os.path.join(d, tool + suffix)):
+                return server, os.path.join(d, tool + suffix)
+        return server, os.path.join(os.path.dirname(server), tool + suffix)
+    server = installed_binary(os.path.join(cache, "bin", recipe, dirname), binary, os_name)
+    return server, (os.path.join(os.path.dirname(server), tool + suffix) if server else None)
+
+
+def judge(head: dict, r: dict, tests: list[str], expect_gpu: bool) -> dict:
+    """One benchmark run as a result: ok with each test's figures (keyed as test_name keys them), or failed
+    with why and the tail of its output (it crashed, printed no JSON, ran on the CPU, lacked a test)."""
+    text = r["stdout"]
+    evidence = tail(r["stderr"] or r["stdout"])
+    if r["status"] != OK:
+        return {**head, "status": FAILED, "why": r["why"], "evidence": evidence, "tests": {}}
+    try:
+        rows = parse(text)
+    except ValueError as e:
+        return {**head, "status": FAILED, "why": f"unreadable output: {e}", "evidence": tail(text) or evidence,
+                "tests": {}}
+    if not saw_gpu(rows, expect_gpu):
+        return {**head, "status": FAILED, "why": "it ran on the CPU: llama-bench saw no GPU",
+                "evidence": evidence, "tests": {}}
+    got = {}
+    for row in rows:
+        t = test_name(row)
+        got[t] = {"avg_ts": float(row["avg_ts"]), "stddev_ts": float(row["stddev_ts"]),
+                  "samples_ts": [float(x) for x in row.get("samples_ts", []) if isinstance(x, (int, float))],
+                  "build": {"commit": row.get("build_commit"), "number": row.get("build_number")},
+                  "gpu_info": row.get("gpu_info"), "backends": row.get("backends")}
+    absent = [t for t in tests if t not in got]
+    if absent:
+        return {**head, "status": FAILED, "why": f"no result for {', '.join(absent)}", "evidence": evidence,
+                "tests": got}
+    return {**head, "status": OK, "why": "", "evidence": [], "tests": got}
+
+
+def test_record(out: dict, test: str) -> dict:
+    """The record of one test of a judged run (save() files it under its test, depth included)."""
+    t = out["tests"].get(test)
+    own = {"build_version": out["build_version"]} if out.get("build_version") else {}
+    depth = depth_of(test)
+    if out["status"] == "ok" and t:
+        return {"test": test, "depth": depth, "status": "ok", "version": out["version"], **own, **t}
+    return {"test": test, "depth": depth, "status": "failed", "why": out["why"], "evidence": out["evidence"]}

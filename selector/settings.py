@@ -46,12 +46,13 @@ def read_config(path: str, recipes) -> tuple[dict, list[str]]:
 
 
 def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=None, backend_recipes=(),
-          config_path=None, env=None, metric=None, measured=None) -> tuple[Settings, list[str]]:
+          config_path=None, env=None, metric=None, measured=None, depth=0) -> tuple[Settings, list[str]]:
     """The settings, resolved once: flags beat the environment beat config.json.  ``backend`` pins the
     backend for ``backend_recipes`` (from --backend, already spelled as the catalog does); a backend
     that config.json pins is matched in any case, and one its recipe does not have is an InputError
     naming the file and the field (exit 5).  ``measured`` (called only under --policy measured) gives
-    (the recipes bench can measure, the fresh measurements, warnings)."""
+    (the recipes bench can measure, the fresh measurements, warnings); ``depth``, the context depth
+    it compares at."""
     env = os.environ if env is None else env
     warnings: list[str] = []
     cfg: dict = {"recipes": {}}
@@ -84,7 +85,7 @@ def build(recipes, *, channel=None, prefer_system=None, policy=None, backend=Non
     s = Settings(channel=channel or env_channel or cfg.get("channel") or "stable",
                  prefer_system=bool(prefer_system), policy=policy, backends=backends, backend_sources=sources,
                  prefer_system_by_recipe=prefer_by_recipe, metric=(metric or "tg").lower(),
-                 measurements=measurements, measurable=measurable)
+                 measurements=measurements, measurable=measurable, depth=depth)
     return s, warnings
 
 

@@ -47,10 +47,13 @@ FAKE = textwrap.dedent('''\
         sys.exit(0)
     sample = json.load(open({sample!r}))
     out = []
-    for n_p, n_g, ts in ((int(opt("-p", 512)), 0, {pp}), (0, int(opt("-n", 128)), {tg})):
+    tests = [(n_p, n_g, d, ts if not d else {at}.get(d, ts)) for d in map(int, opt("-d", "0").split(","))
+             for n_p, n_g, ts in ((int(opt("-p", 512)), 0, {pp}), (0, int(opt("-n", 128)), {tg}))]
+    for n_p, n_g, depth, ts in tests:
         if (n_p or n_g) == 0:
             continue
         row = dict(sample[0])
+        row.update(n_depth=depth)
         spread = ts / 100
         if mode == "noisy" or (mode == "noisy-once" and not os.path.exists({child!r} + ".ran")):
             spread = ts / 2  # a busy machine: runs of 5, 25 and 234 t/s
@@ -92,7 +95,7 @@ def terminate_when_started(args, child, env=None):
     return p.returncode, int(child.read_text())
 
 
-def install(cache, dirname, mode="ok", pp=1000.0, tg=100.0, build=7000, version="b7000", child=""):
+def install(cache, dirname, mode="ok", pp=1000.0, tg=100.0, build=7000, version="b7000", child="", at=None):
     d = cache / "bin" / "llamacpp" / dirname
     d.mkdir(parents=True, exist_ok=True)
     (d / "version.txt").write_text(version + "\n")
@@ -104,7 +107,7 @@ def install(cache, dirname, mode="ok", pp=1000.0, tg=100.0, build=7000, version=
     sample.write_text(json.dumps(SAMPLE))
     b = d / "llama-bench"
     b.write_text(FAKE.format(python=sys.executable, mode=mode, sample=str(sample), pp=pp, tg=tg, build=build,
-                             child=child))
+                             child=child, at=at or {}))
     b.chmod(0o755)
     return d
 
@@ -365,3 +368,36 @@ def test_a_build_that_says_another_version_than_its_record_is_named(cli, tmp_pat
     assert r.rc == 0, r.err
     assert "the install record says b10375, the build itself says build 11312" in r.err
     assert "b10375 (says b11312)" in r.out
+
+
+def test_bench_at_depths_keys_results_by_depth_and_measured_compares_at_the_depth_asked(cli, tmp_path, model):
+    """Vulkan leads at an empty context, ROCm at depth 4096 (the swap ggml-org/llama.cpp#19255 reports on an
+    RX 7900 XTX): --depth 0,4096 passes -d to llama-bench and records both; --policy measured --depth 4096
+    picks by the second, and says the depth."""
+    install(tmp_path, "rocm-stable", pp=2900.0, tg=140.0, at={4096: 97.0})
+    install(tmp_path, "vulkan", pp=2400.0, tg=172.0, at={4096: 42.0})
+    r = bench(cli, tmp_path, model, "--depth", "0,4096", "--json")
+    assert r.rc == 0, r.err
+    out = r.json()
+    jsonschema.validate(out, schema("bench"))
+    assert out["depths"] == [0, 4096] and out["metric"] == "tg128" and out["winner"] == "vulkan"
+    speeds = {(x["backend"], t): v["avg_ts"] for x in out["results"] for t, v in x["tests"].items() if t.startswith("tg")}
+    assert speeds == {("rocm", "tg128"): 140.0, ("rocm", "tg128@d4096"): 97.0,
+                      ("vulkan", "tg128"): 172.0, ("vulkan", "tg128@d4096"): 42.0}
+    assert pick(cli, tmp_path, "--policy", "measured")["backend"] == "vulkan"
+    deep = pick(cli, tmp_path, "--policy", "measured", "--depth", "4096")
+    assert deep["backend"] == "rocm"
+    assert deep["reason"].startswith("measured: rocm 97 t/s vs vulkan 42 t/s (tg128 at depth 4096,")
+    # a depth nothing was measured at: no measurement there, the bench line that would make one
+    none = pick(cli, tmp_path, "--policy", "measured", "--depth", "8192")
+    assert "no fresh tg measurement of llamacpp at depth 8192" in none["reason"] and "--depth 8192" in none["reason"]
+    text = bench(cli, tmp_path, model, "--depth", "4096")
+    assert "tg128@d4096 t/s" in text.out and "--policy measured --depth 4096` picks it" in text.out
+
+
+@pytest.mark.parametrize("args,says", [(("--depth", "-1"), "whole number"), (("--depth", "x"), "whole number"),
+                                       (("--policy", "measured", "--depth", "0,4096"), "at one depth"),
+                                       (("--depth", "4096"), "give --policy measured too")])
+def test_a_bad_depth_is_a_usage_error(cli, tmp_path, args, says):
+    r = cli("pick", "llamacpp", "--root", ROOT, "--cache-dir", str(tmp_path), *args)
+    assert r.rc == 2 and says in r.err, r.err

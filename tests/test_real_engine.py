@@ -282,3 +282,31 @@ def test_the_cpu_speed_bound_holds_for_the_real_build(gguf, system_path, tmp_pat
     assert out.returncode == 0, out.stderr[-2000:]
     [row] = json.loads(out.stdout)
     assert 0 < row["avg_ts"] <= 1.25 * est["tokens_per_s"], (row["avg_ts"], est)
+
+
+def test_bench_at_two_depths_records_both_and_measured_compares_at_the_second(gguf, system_path, installed_cache):
+    """llama-bench -d against the real build: --depth 0,4096 records each test at both depths (the build's own
+    JSON, n_depth), and --policy measured --depth 4096 picks by the speeds at depth 4096, saying so."""
+    r = run_cli("bench", "llamacpp", "--backends", "cpu,system", "--model", gguf["llama-spm-q8_0"], "-r", "1",
+                "--prompt", "16", "--gen", "4", "--depth", "0,4096", "--cache-dir", installed_cache, "--json",
+                env={"PATH": system_path})
+    assert r.rc == 0, r.err
+    out = r.json()
+    assert out["depths"] == [0, 4096]
+    ok = [x for x in out["results"] if x["status"] == "ok"]
+    assert {x["backend"] for x in ok} == {"cpu", "system"}
+    for x in ok:
+        assert set(x["tests"]) == {"pp16", "tg4", "pp16@d4096", "tg4@d4096"}
+    st = run_cli("status", "--cache-dir", installed_cache, "--json", env={"PATH": system_path}).json()
+    assert {m.get("depth") for m in st["measurements"] if m.get("test", "").startswith("tg4")} >= {0, 4096}
+    p = run_cli("llamacpp", "--policy", "measured", "--depth", "4096", "--cache-dir", installed_cache, "--json",
+                env={"PATH": system_path})
+    assert p.rc == 0, p.err
+    pick = p.json()["recipes"]["llamacpp"]
+    steady = {x["backend"]: x["tests"]["tg4@d4096"]["avg_ts"] for x in ok if not x["tests"]["tg4@d4096"].get("noisy")}
+    if steady:
+        best = max(steady, key=steady.get)
+        assert pick["backend"] == best, (pick["reason"], steady)
+        assert pick["reason"].startswith(f"measured: {best} {steady[best]:.0f} t/s") and "(tg4 at depth 4096," in pick["reason"]
+    else:
+        assert not pick["reason"].startswith("measured:")

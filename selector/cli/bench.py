@@ -58,28 +58,56 @@ def _model_file(spec: str) -> tuple[str, str, object]:
 def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, timeout, do_install, as_json, **kwargs):
     """Run llama-bench of each installed backend of RECIPE on the picked device and keep the results.
 
-    `pick-backend pick RECIPE --policy measured` then picks the fastest.  Exit 0 when at least one
-    backend was measured, 3 when none could be (none installed, all failed), 5 when the model cannot
-    be found or read, 130 on Ctrl-C (nothing half-written).
+    `pick-backend pick RECIPE --policy measured` then picks the fastest (at `--depth N`: by the results
+    measured at that depth).  Exit 0 when at least one backend was measured, 3 when none could be (none
+    installed, all failed), 5 when the model cannot be found or read, 130 on Ctrl-C (nothing half-written).
     """
-    from selector import bench, engine, render
+    from selector import bench, render
     from selector.cli.needs import model_packages
-    from selector.install.states import cache_root
 
     if not n_prompt and not n_gen:
         raise Fail(EXIT_USAGE, "--prompt 0 and --gen 0 leave nothing to measure")
     model_packages("bench")
     o = Opts(ctx, kwargs)
+    depths = o.depths or [0]
     (name,) = o.recipe_names([recipe])
-    spec = _spec(o.catalog().name, name)
+    spec = bench.spec_of(o.catalog().name, name)
     if spec is None:
         raise Fail(EXIT_UNSUPPORTED, f"{name} has no benchmark tool that pick-backend can read "
-                                     f"({_none_words(o.catalog().name, name)})")
-    profile, cat, s, (d,), _w = decide_all(o, [name])
+                                     f"({bench.none_words(o.catalog().name, name)})")
+    profile, d, cands = _candidates(ctx, o, name, backends, do_install)
+    path, label, model = _model_file(model_spec)
+    fits_note, ngl = _fit(profile, d, path, model, n_prompt + n_gen + max(depths))
+    if fits_note:
+        raise Fail(EXIT_UNSUPPORTED, fits_note)
+    tests = [f"{t}{f'@d{x}' if x else ''}" for x in depths
+             for t in (f"pp{n_prompt}" if n_prompt else None, f"tg{n_gen}" if n_gen else None) if t]
+    job = {"o": o, "name": name, "spec": spec, "profile": profile, "d": d, "path": path, "label": label, "ngl": ngl,
+           "tests": tests, "depths": depths, "repetitions": repetitions, "timeout": timeout, "unsaved": [],
+           "at": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()}
+    results = [_measure(job, v) for v in cands]
+    ok = [r for r in results if r["status"] == bench.OK]
+    # the winner: generation (else prompts) at the first depth asked for
+    metric = next(t for t in tests if t.startswith("tg") or not n_gen)
+    steady = [r for r in ok if metric in r["tests"] and not r["tests"][metric].get("noisy")]
+    winner = max(steady, key=lambda r: r["tests"][metric]["avg_ts"])["backend"] if steady else None
+    if as_json:
+        render.emit_json({"schema_version": 1, "recipe": name, "model": {"label": label, "file": path},
+                          "metric": metric, "depths": depths, "winner": winner,
+                          "results": [{k: x for k, x in r.items() if k != "env"} for r in results]})
+    else:
+        _table(render.console(), results, winner, metric, tests)
+    sys.exit(0 if ok else EXIT_UNSUPPORTED)
+
+
+def _candidates(ctx, o: Opts, name: str, backends: str | None, do_install: bool) -> tuple:
+    """(profile, decision, the supported backends to measure that are installed): --backends' own, else
+    every supported one; --install installs the missing first.  Exit 3 where none is left."""
+    from selector import engine
+
+    profile, cat, _s, (d,), _w = decide_all(o, [name])
     rec = cat.recipes[name]
-    wanted = [b.strip() for b in backends.split(",") if b.strip()] if backends else None
-    if wanted:
-        wanted = [o.backend_name(name, b) for b in wanted]
+    wanted = [o.backend_name(name, b.strip()) for b in backends.split(",") if b.strip()] if backends else None
     cands = [v for v in d.backends if v.supported and (wanted is None or v.name in wanted)]
     for b in wanted or []:
         v = d.verdict(b)
@@ -90,7 +118,7 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
         for v in cands:
             if have.get(engine.install_dir_name(rec, v.name, d.channel)) is None:
                 _install(ctx, o, name, v.name)
-        profile, cat, s, (d,), _w = decide_all(o, [name])
+        profile, cat, _s, (d,), _w = decide_all(o, [name])
         cands = [d.verdict(v.name) for v in cands]
     have = o.installed().get(name, {})
     built = {v.name for v in cands if v.name == "system" or have.get(engine.install_dir_name(rec, v.name, d.channel))
@@ -103,107 +131,97 @@ def bench_cmd(ctx, recipe, model_spec, backends, repetitions, n_prompt, n_gen, t
         raise Fail(EXIT_UNSUPPORTED, f"no installed, supported backend of {name} to measure"
                                      + (f"; `pick-backend bench {name} --model M --install` installs {', '.join(missing)}"
                                         if missing else ""))
-    path, label, model = _model_file(model_spec)
-    fits_note, ngl = _fit(profile, d, path, model, n_prompt + n_gen)
-    if fits_note:
-        raise Fail(EXIT_UNSUPPORTED, fits_note)
+    return profile, d, cands
+
+
+def _head(job: dict, v, dirname: str, server: str | None) -> dict:
+    """What every record of one backend's run says: the build, the device and its driver, the model."""
+    from selector import bench, engine
+
+    o, name, dev = job["o"], job["name"], v.device
+    head = {"recipe": name, "backend": v.name, "dir": dirname, "version": o.installed().get(name, {}).get(dirname),
+            "device": {"key": engine.device_key(dev), "name": dev.name if dev else "CPU", "type": dev.type if dev else "cpu",
+                       "driver": bench.driver_of(job["profile"], dev.type if dev else "cpu", dev.gpu if dev else None)},
+            "model": {"key": bench.model_key(job["path"]), "label": job["label"], "file": job["path"]}, "at": job["at"]}
+    if v.name == "system":  # not in the cache: the file on PATH is the build, its own number its version
+        head["binary"] = bench.identity(server)
+    return head
+
+
+def _argv(job: dict, v, exe: str, head: dict, cache: str, dirname: str) -> list[str]:
+    n_prompt = next((t.split("@")[0][2:] for t in job["tests"] if t.startswith("pp")), "0")
+    n_gen = next((t.split("@")[0][2:] for t in job["tests"] if t.startswith("tg")), "0")
+    argv = [exe, "-m", job["path"], "-p", n_prompt, "-n", n_gen, "-r", str(job["repetitions"]), "-o", "json"]
+    if job["depths"] != [0]:  # llama-bench's -d: each test run again after that many tokens filled the context
+        argv += ["-d", ",".join(map(str, job["depths"]))]
+    dev = v.device
+    if dev is not None and dev.type != "cpu":  # a build running on the CPU has no layers to give a GPU
+        argv += ["-ngl", str(job["ngl"])]
+    from selector.cli.models import _device_ids
+
+    dev_id = _device_ids(cache, job["name"], dirname, head["version"]).get(head["device"]["key"]) if dev else None
+    if dev_id:  # the number this build gave the device when `verify` ran it (ROCm0, Vulkan1)
+        argv += ["-dev", dev_id]
+    return argv
+
+
+def _measure(job: dict, v) -> dict:
+    """Run one backend's benchmark (once more where it was noisy) and keep a record of each test."""
+    from selector import bench, engine
+    from selector.install.states import cache_root
+
+    o, name, d, spec, tests = job["o"], job["name"], job["d"], job["spec"], job["tests"]
     cache = cache_root(o.cache_dir)
-    installed = o.installed()
-    m = engine.Machine(profile)
-    results = []
-    unsaved: list[str] = []
-    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    for v in cands:
-        dirname = engine.install_dir_name(rec, v.name, d.channel)
-        server, exe = _tool_of(cache, name, dirname, o.binary_of(name), spec["binary"], profile.os.name,
-                               system=v.name == "system")
-        env, _note, _group = engine.run_env_for(m, v)
-        dev = v.device
-        head = {"recipe": name, "backend": v.name, "dir": dirname, "version": installed.get(name, {}).get(dirname),
-                "device": {"key": engine.device_key(dev), "name": dev.name if dev else "CPU", "type": dev.type if dev else "cpu",
-                           "driver": bench.driver_of(profile, dev.type if dev else "cpu", dev.gpu if dev else None)},
-                "model": {"key": bench.model_key(path), "label": label, "file": path}, "at": now, "env": env}
-        if v.name == "system":  # not in the cache: the file on PATH is the build, its own number its version
-            head["binary"] = bench.identity(server)
-        tests = [t for t in (f"pp{n_prompt}" if n_prompt else None, f"tg{n_gen}" if n_gen else None) if t]
-        if exe is None or not os.path.isfile(exe):
-            where = os.path.dirname(server) if server else os.path.join(cache, "bin", name, dirname)
-            out = {**head, "status": bench.FAILED,
-                   "why": f"{spec['binary']} is not beside {o.binary_of(name)} in {where}", "evidence": [], "tests": {}}
-            results.append(out)
-            continue
-        argv = [exe, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions), "-o", "json"]
-        if dev is not None and dev.type != "cpu":  # a build running on the CPU has no layers to give a GPU
-            argv += ["-ngl", str(ngl)]
-        from selector.cli.models import _device_ids
-
-        dev_id = _device_ids(cache, name, dirname, head["version"]).get(head["device"]["key"]) if dev else None
-        if dev_id:  # the number this build gave the device when `verify` ran it (ROCm0, Vulkan1)
-            argv += ["-dev", dev_id]
-        _say(f"bench {v.name}: {os.path.basename(exe)} on {head['device']['name']} "
-             f"({', '.join(tests)}, {repetitions} runs each)...")
-        out = None
-        for attempt in range(2):  # a noisy result (a busy machine) is measured once more
-            try:
-                r = bench.run(argv, {**os.environ, **env}, timeout)
-            except KeyboardInterrupt:
-                _say(f"bench {v.name}: stopped; nothing recorded for it")
-                sys.exit(130)
-            got = _judge(head, r, tests, dev is not None and dev.type != "cpu")
-            if out is None or (got["status"] == bench.OK and bench.spread(got) < bench.spread(out)):
-                out = got
-            if out["status"] != bench.OK or not bench.noisy_tests(out):
-                break
-            if attempt == 0:
-                noisy = bench.noisy_tests(out)
-                _say(f"bench {v.name}: the runs of {', '.join(noisy)} varied by more than {bench.NOISY:.0%} of "
-                     f"{'their' if len(noisy) > 1 else 'its'} mean (a busy machine?); measuring again")
-        for t in bench.noisy_tests(out) if out["status"] == bench.OK else []:
-            out["tests"][t]["noisy"] = True
-        _own_version(out, v.name)
-        for t in tests:  # one record per test: whole, or (interrupted above) none
-            try:
-                bench.save(cache, {k: x for k, x in head.items() if k != "env"} | _test_record(out, t))
-            except OSError as e:
-                if not unsaved:
-                    _say(f"warning: the results cannot be kept ({e.strerror or e}: {e.filename or cache}); "
-                         "--policy measured will not see them")
-                unsaved.append(t)
-        results.append(out)
-        _say(f"bench {v.name}: " + (", ".join(f"{t} {x['avg_ts']:.1f} t/s" for t, x in out["tests"].items())
-                                    if out["status"] == bench.OK else f"failed: {out['why']}"))
-    ok = [r for r in results if r["status"] == bench.OK]
-    metric = next((t for t in (f"tg{n_gen}" if n_gen else None, f"pp{n_prompt}" if n_prompt else None) if t), None)
-    steady = [r for r in ok if metric in r["tests"] and not r["tests"][metric].get("noisy")]
-    winner = max(steady, key=lambda r: r["tests"][metric]["avg_ts"])["backend"] if steady else None
-    if as_json:
-        render.emit_json({"schema_version": 1, "recipe": name, "model": {"label": label, "file": path},
-                          "metric": metric, "winner": winner,
-                          "results": [{k: x for k, x in r.items() if k != "env"} for r in results]})
-    else:
-        _table(render.console(), results, winner, metric, n_prompt, n_gen)
-    sys.exit(0 if ok else EXIT_UNSUPPORTED)
+    dirname = engine.install_dir_name(o.catalog().recipes[name], v.name, d.channel)
+    server, exe = bench.tool_of(cache, name, dirname, o.binary_of(name), spec["binary"], job["profile"].os.name,
+                           system=v.name == "system")
+    env, _note, _group = engine.run_env_for(engine.Machine(job["profile"]), v)
+    head = _head(job, v, dirname, server)
+    if exe is None or not os.path.isfile(exe):
+        where = os.path.dirname(server) if server else os.path.join(cache, "bin", name, dirname)
+        return {**head, "status": bench.FAILED, "why": f"{spec['binary']} is not beside {o.binary_of(name)} in {where}",
+                "evidence": [], "tests": {}}
+    argv = _argv(job, v, exe, head, cache, dirname)
+    _say(f"bench {v.name}: {os.path.basename(exe)} on {head['device']['name']} "
+         f"({', '.join(tests)}, {job['repetitions']} runs each)...")
+    out = _run_steady(argv, {**os.environ, **env}, job, head, v)
+    _own_version(out, v.name)
+    for t in tests:  # one record per test: whole, or (interrupted above) none
+        try:
+            bench.save(cache, head | bench.test_record(out, t))
+        except OSError as e:
+            if not job["unsaved"]:
+                _say(f"warning: the results cannot be kept ({e.strerror or e}: {e.filename or cache}); "
+                     "--policy measured will not see them")
+            job["unsaved"].append(t)
+    _say(f"bench {v.name}: " + (", ".join(f"{t} {x['avg_ts']:.1f} t/s" for t, x in out["tests"].items())
+                                if out["status"] == bench.OK else f"failed: {out['why']}"))
+    return {**out, "env": env}
 
 
-def _tool_of(cache: str, recipe: str, dirname: str, binary: str | None, tool: str, os_name: str,
-             system: bool = False) -> tuple[str | None, str | None]:
-    """(the build's server, its benchmark tool beside it).  The system build is the server on PATH;
-    its tool is beside that name, else beside the file a link names (a package's bin/ links)."""
-    import shutil
+def _run_steady(argv: list[str], env: dict, job: dict, head: dict, v) -> dict:
+    """The run, measured once more where its runs varied a lot (a busy machine); the steadier kept."""
+    from selector import bench
 
-    from selector.verify import installed_binary
-
-    suffix = ".exe" if os_name == "windows" else ""
-    if system:
-        server = shutil.which(binary) if binary else None
-        if not server:
-            return None, None
-        for d in dict.fromkeys((os.path.dirname(server), os.path.dirname(os.path.realpath(server)))):
-            if os.path.isfile(os.path.join(d, tool + suffix)):
-                return server, os.path.join(d, tool + suffix)
-        return server, os.path.join(os.path.dirname(server), tool + suffix)
-    server = installed_binary(os.path.join(cache, "bin", recipe, dirname), binary, os_name)
-    return server, (os.path.join(os.path.dirname(server), tool + suffix) if server else None)
+    dev, out = v.device, None
+    for attempt in range(2):
+        try:
+            r = bench.run(argv, env, job["timeout"])
+        except KeyboardInterrupt:
+            _say(f"bench {v.name}: stopped; nothing recorded for it")
+            sys.exit(130)
+        got = bench.judge(head, r, job["tests"], dev is not None and dev.type != "cpu")
+        if out is None or (got["status"] == bench.OK and bench.spread(got) < bench.spread(out)):
+            out = got
+        if out["status"] != bench.OK or not bench.noisy_tests(out):
+            break
+        if attempt == 0:
+            noisy = bench.noisy_tests(out)
+            _say(f"bench {v.name}: the runs of {', '.join(noisy)} varied by more than {bench.NOISY:.0%} of "
+                 f"{'their' if len(noisy) > 1 else 'its'} mean (a busy machine?); measuring again")
+    for t in bench.noisy_tests(out) if out["status"] == bench.OK else []:
+        out["tests"][t]["noisy"] = True
+    return out
 
 
 def _own_version(out: dict, backend: str) -> None:
@@ -224,24 +242,6 @@ def _own_version(out: dict, backend: str) -> None:
 def _say(msg: str) -> None:
     sys.stderr.write(f"pick-backend: {msg}\n")
     sys.stderr.flush()
-
-
-def _tool(catalog: str, recipe: str) -> dict | None:
-    """The recipe's entry in catalogs/<catalog>-bench.json, or None."""
-    from selector.bench import tools
-
-    return tools(catalog).get(recipe)
-
-
-def _spec(catalog: str, recipe: str) -> dict | None:
-    """The benchmark tool of the recipe, when it prints what this command reads."""
-    r = _tool(catalog, recipe)
-    return r if r and r.get("parser") == "llama-bench-json" else None
-
-
-def _none_words(catalog: str, recipe: str) -> str:
-    r = _tool(catalog, recipe)
-    return r["note"] if r and r.get("note") else "none is known for it"
 
 
 def _fit(profile, d, path: str, model, ctx: int) -> tuple[str | None, int]:
@@ -266,47 +266,10 @@ def _fit(profile, d, path: str, model, ctx: int) -> tuple[str | None, int]:
     return None, 99
 
 
-def _judge(head: dict, r: dict, tests: list[str], expect_gpu: bool) -> dict:
-    from selector import bench
-
-    text = r["stdout"]
-    evidence = bench.tail(r["stderr"] or r["stdout"])
-    if r["status"] != bench.OK:
-        return {**head, "status": bench.FAILED, "why": r["why"], "evidence": evidence, "tests": {}}
-    try:
-        rows = bench.parse(text)
-    except ValueError as e:
-        return {**head, "status": bench.FAILED, "why": f"unreadable output: {e}", "evidence": bench.tail(text) or evidence,
-                "tests": {}}
-    if not bench.saw_gpu(rows, expect_gpu):
-        return {**head, "status": bench.FAILED, "why": "it ran on the CPU: llama-bench saw no GPU",
-                "evidence": evidence, "tests": {}}
-    got = {}
-    for row in rows:
-        t = bench.test_name(row)
-        got[t] = {"avg_ts": float(row["avg_ts"]), "stddev_ts": float(row["stddev_ts"]),
-                  "samples_ts": [float(x) for x in row.get("samples_ts", []) if isinstance(x, (int, float))],
-                  "build": {"commit": row.get("build_commit"), "number": row.get("build_number")},
-                  "gpu_info": row.get("gpu_info"), "backends": row.get("backends")}
-    absent = [t for t in tests if t not in got]
-    if absent:
-        return {**head, "status": bench.FAILED, "why": f"no result for {', '.join(absent)}", "evidence": evidence,
-                "tests": got}
-    return {**head, "status": bench.OK, "why": "", "evidence": [], "tests": got}
-
-
-def _test_record(out: dict, test: str) -> dict:
-    t = out["tests"].get(test)
-    own = {"build_version": out["build_version"]} if out.get("build_version") else {}
-    if out["status"] == "ok" and t:
-        return {"test": test, "status": "ok", "version": out["version"], **own, **t}
-    return {"test": test, "status": "failed", "why": out["why"], "evidence": out["evidence"]}
-
-
-def _table(con, results, winner, metric, n_prompt, n_gen) -> None:
+def _table(con, results, winner, metric, tests) -> None:
     from selector.bench import NOISY
 
-    cols = ["backend", "build", "device"] + ([f"pp{n_prompt} t/s"] if n_prompt else []) + ([f"tg{n_gen} t/s"] if n_gen else [])
+    cols = ["backend", "build", "device"] + [f"{t} t/s" for t in tests]
     lines = [cols]
     for r in results:
         build = next((x["build"] for x in r["tests"].values()), {}) if r["tests"] else {}
@@ -314,7 +277,7 @@ def _table(con, results, winner, metric, n_prompt, n_gen) -> None:
         version = str(r["version"] or build.get("number") or "?")
         row = [r["backend"] + (" *" if r["backend"] == winner else ""),
                version + (f" (says {own})" if own and own != version else ""), r["device"]["name"]]
-        for t in ([f"pp{n_prompt}"] if n_prompt else []) + ([f"tg{n_gen}"] if n_gen else []):
+        for t in tests:
             x = r["tests"].get(t)
             row.append((f"{x['avg_ts']:.1f} ± {x['stddev_ts']:.1f}" + (" noisy" if x.get("noisy") else ""))
                        if x and r["status"] == "ok" else "failed")
@@ -333,7 +296,9 @@ def _table(con, results, winner, metric, n_prompt, n_gen) -> None:
                   "kept but never chosen by --policy measured (measure again on a quiet machine)",
                   markup=False, highlight=False, soft_wrap=True)
     if winner:
-        con.print(f"* fastest by {metric}; `pick-backend pick {results[0]['recipe']} --policy measured` picks it",
+        depth = metric.rsplit("@d", 1)[1] if "@d" in metric else None
+        con.print(f"* fastest by {metric}; `pick-backend pick {results[0]['recipe']} --policy measured"
+                  f"{f' --depth {depth}' if depth else ''}` picks it",
                   markup=False, highlight=False, soft_wrap=True)
 
 

@@ -29,7 +29,7 @@ class Fail(Exception):
 VALUE_OPTS = frozenset({
     "--root", "--profile", "--catalog", "--cache-dir", "--channel", "--config", "--policy", "--backend",
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
-    "--timeout", "--from-file", "--allow-unverified", "--metric",  # verify, install, --policy measured
+    "--timeout", "--from-file", "--allow-unverified", "--metric", "--depth",  # verify, install, --policy measured
     "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v", "--parallel",  # models and plan
     "--backends", "--repetitions", "-r", "--prompt", "--gen",  # bench
     "--gpu", "--vram", "--ram",  # a described machine
@@ -91,10 +91,13 @@ OPTIONS = {
                                 "`pick-backend bench` results)."),
     "metric": click.option("--metric", type=click.Choice(METRICS, case_sensitive=False), default=None,
                            help="With --policy measured: generation (tg, default) or prompt (pp) speed."),
+    "depth": click.option("--depth", default=None, metavar="N[,N...]",
+                          help="Tokens already in the context (llama-bench's -d): with --policy measured, the depth "
+                               "compared (default 0); bench: the depths measured (e.g. 0,4096)."),
     "prefer_system": click.option("--prefer-system/--no-prefer-system", default=None,
                                   help="Allow (or forbid) picking a llama-server found on PATH."),
 }
-DECIDE = ("root", "profile", "catalog", "cache_dir", "channel", "config", "policy", "metric", "prefer_system")
+DECIDE = ("root", "profile", "catalog", "cache_dir", "channel", "config", "policy", "metric", "depth", "prefer_system")
 
 
 def options(*names):
@@ -127,6 +130,7 @@ class Opts:
         self.v = {k: kwargs.get(k) for k in
                   ("root", "profile_path", "catalog", "cache_dir", "channel", "config_path", "policy", "metric",
                    "prefer_system")}
+        self.v["depths"] = depths(kwargs.get("depth"))
         if self.v["root"] and self.v["profile_path"]:
             raise Fail(EXIT_USAGE, "--root and --profile both name the machine to judge; give one")
         if not self.v["root"] and not self.v["profile_path"]:
@@ -231,7 +235,8 @@ class Opts:
 
         return settings_mod.build(self.catalog().recipes, channel=self.channel, prefer_system=self.prefer_system,
                                   policy=self.policy, backend=backend, backend_recipes=recipes,
-                                  config_path=self.config_path, metric=self.metric, measured=measured)
+                                  config_path=self.config_path, metric=self.metric, measured=measured,
+                                  depth=self.depths[0] if self.depths else 0)
 
     def installed(self):
         if self.profile_path and not self.cache_dir:
@@ -258,6 +263,24 @@ class Opts:
         return load_pins(self.catalog().name)
 
 
+MAX_DEPTH = 1 << 24  # tokens: past any model's context
+
+
+def depths(text: str | None) -> list[int] | None:
+    """--depth "0,4096" as [0, 4096] (each once, in the order given); None where not given."""
+    if text is None:
+        return None
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) > MAX_DEPTH:
+            raise Fail(EXIT_USAGE, f"--depth {text}: each depth is a whole number of tokens from 0 to {MAX_DEPTH} "
+                                   "(comma-separated: 0,4096)")
+        if int(part) not in out:
+            out.append(int(part))
+    return out
+
+
 def decide_all(o: Opts, names, backend=None):
     from selector import engine
     from selector.settings import for_recipe
@@ -280,6 +303,8 @@ def decide_all(o: Opts, names, backend=None):
     s, warnings = o.settings(names, backend, measured)
     if o.metric and s.policy != "measured":
         raise Fail(EXIT_USAGE, "--metric chooses what --policy measured compares; give --policy measured too")
+    if s.policy == "measured" and o.depths and len(o.depths) > 1:
+        raise Fail(EXIT_USAGE, f"--depth {','.join(map(str, o.depths))}: --policy measured compares at one depth")
     m = engine.Machine(profile)
     decisions = [engine.decide(profile, cat, n, installed, for_recipe(s, cat, n), pins, machine=m) for n in names]
     return profile, cat, s, decisions, warnings

@@ -55,6 +55,8 @@ def pick_cmd(ctx, recipes, all_, allow_missing, backend, as_json, **kwargs):
                                "`pick-backend recipes` lists them")
     names = o.recipe_names(recipes, all_)
     profile, cat, s, decisions, warnings = decide_all(o, names, backend)
+    if o.depths is not None and s.policy != "measured":
+        raise Fail(EXIT_USAGE, "--depth chooses the depth --policy measured compares at; give --policy measured too")
     if profile.amd_gpus:  # the guide is written for Radeon machines: elsewhere it has nothing to add
         from selector.guide import add_advice
 

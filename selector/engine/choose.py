@@ -54,7 +54,7 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
         dirname = install_dir_name(recipe, v.name, channel)  # rocm-nightly's speed is not rocm-stable's
         for r in recs:
             if r["dir"] == dirname and r["device"].get("key") == key and r["test"].startswith(prefix) \
-                    and "+" not in r["test"]:
+                    and "+" not in r["test"] and r.get("depth", 0) == settings.depth:
                 if r.get("noisy"):  # its runs disagreed: it says more about the machine's load than the build
                     noisy += 1
                     continue
@@ -67,15 +67,17 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
                           f"disagreed by more than a tenth of their mean); measure again on a quiet machine")
         if settings.measurable is not None and recipe.name not in settings.measurable:
             return None, f"pick-backend cannot measure {recipe.name} (no benchmark tool it reads)"
-        return None, (f"no fresh {prefix} measurement of {recipe.name} on this machine "
-                      f"(`pick-backend bench {recipe.name} --model M` makes them)")
+        at = f" at depth {settings.depth}" if settings.depth else ""
+        return None, (f"no fresh {prefix} measurement of {recipe.name}{at} on this machine "
+                      f"(`pick-backend bench {recipe.name} --model M{f' --depth {settings.depth}' if at else ''}` makes them)")
     model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))
     results = sorted(by_model[model].values(), key=lambda r: -r["avg_ts"])
     win = results[0]
     chosen = next(v for v in cands if v.name == win["backend"])
     words = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in results)
     one = "" if len(results) > 1 else " (the only backend measured)"
-    return chosen, (f"measured: {words}{one} ({win['test']}, {win['model'].get('label', model)}, "
+    at = f" at depth {settings.depth}" if settings.depth else ""  # the context the speeds are of
+    return chosen, (f"measured: {words}{one} ({win['test'].split('@')[0]}{at}, {win['model'].get('label', model)}, "
                     f"{win['at'][:10]})")
 
 

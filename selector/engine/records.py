@@ -25,6 +25,7 @@ class Settings(Record):
     backend_sources: dict[str, str] = field(default_factory=dict)  # recipe -> "--backend" | "config.json"
     prefer_system_by_recipe: dict[str, bool] = field(default_factory=dict)
     metric: str = "tg"  # --policy measured: generation (tg) or prompt processing (pp) speed
+    depth: int = 0  # --policy measured: the context depth compared (llama-bench's -d; bench records it)
     measurements: dict = field(default_factory=dict)  # recipe -> fresh bench records (selector/bench.py)
     # published llama-bench results (selector/evidence.py): a function giving them, called only where two
     # backends run on the chosen device (their file is read only when it can change what is printed)
@@ -51,6 +52,8 @@ class Settings(Record):
         out = {"channel": self.channel, "prefer_system": self.prefer_system, "policy": self.policy}
         if self.policy == "measured":
             out["metric"] = self.metric
+            if self.depth:
+                out["depth"] = self.depth
         return out
 
 
