@@ -401,3 +401,13 @@ def test_bench_at_depths_keys_results_by_depth_and_measured_compares_at_the_dept
 def test_a_bad_depth_is_a_usage_error(cli, tmp_path, args, says):
     r = cli("pick", "llamacpp", "--root", ROOT, "--cache-dir", str(tmp_path), *args)
     assert r.rc == 2 and says in r.err, r.err
+
+
+def test_without_results_at_the_depth_the_published_comparison_is_of_that_depth_too(cli, tmp_path):
+    """The catalog's RX 7900 XTX comparisons of Vulkan and ROCm are at an empty context: at depth 4096 none
+    was published, and the fallback says so rather than passing off the empty context's."""
+    d0 = pick(cli, tmp_path, "--policy", "measured")
+    assert "published on RX 7900 XTX" in d0["reason"]
+    deep = pick(cli, tmp_path, "--policy", "measured", "--depth", "4096")
+    assert "published on" not in deep["reason"]
+    assert "no published tg comparison of vulkan and rocm at depth 4096" in deep["reason"]

@@ -98,13 +98,15 @@ def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | 
         if fallback is not None and settings.published is not None:
             # no measurement here: what others measured on this GPU (or its family), if they compared the
             # backends that run on it
-            rows, where = published(vs, fallback, settings.published, settings.metric, os_name)
+            rows, where = published(vs, fallback, settings.published, settings.metric, os_name, settings.depth)
             if rows:
                 win = next(v for v in same_device(vs, fallback).values() if _runtime(v) == rows[0].backend)
                 return win, f"{why}; {_published_words(rows, where)}"
             builds = same_device(vs, fallback)
             if len(builds) > 1:
-                why += f"; no published {settings.metric} comparison of {' and '.join(builds)} on this GPU or its family"
+                at = f" at depth {settings.depth}" if settings.depth else ""
+                why += (f"; no published {settings.metric} comparison of {' and '.join(builds)}{at} on this GPU or "
+                        "its family")
         return fallback, f"{why}; accelerator-first instead: {fwhy}"
     acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
     if acc:
@@ -150,7 +152,7 @@ def same_device(vs: list[Verdict], chosen: Verdict) -> dict[str, Verdict]:
 
 
 def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = None,
-              os_name: str | None = None) -> tuple[list, str]:
+              os_name: str | None = None, depth: int = 0) -> tuple[list, str]:
     """What published llama-bench runs say of the builds that run on the chosen device: the nearest
     comparison (its GPU model, else its family) and where it is from.  ``load`` gives the results; it
     is called only where two or more builds run there."""
@@ -160,7 +162,8 @@ def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = Non
     if len(runtimes) < 2:
         return [], ""
     dev = chosen.device
-    where, rows = evidence.nearest(load(), dev.type, dev.name, dev.family, runtimes, metric, os_name, dev.memory_bytes)
+    where, rows = evidence.nearest(load(), dev.type, dev.name, dev.family, runtimes, metric, os_name, dev.memory_bytes,
+                                   depth)
     return rows, where
 
 
