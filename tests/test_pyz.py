@@ -199,3 +199,16 @@ def test_installed_build_is_the_pinned_build(pyz, tmp_path):
                            "--out", str(tmp_path / "pinned.pyz")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "pinned.pyz").read_bytes() == open(pyz[0], "rb").read()
+
+
+@pytest.mark.parametrize("path,kept", [
+    ("charset_normalizer/md.py", True), ("charset_normalizer/md.cpython-311-x86_64-linux-gnu.so", False),
+    ("charset_normalizer/__pycache__/md.cpython-311.pyc", False), ("../../bin/normalizer", False),
+    ("cn-3.5.3.dist-info/METADATA", True), ("cn-3.5.3.dist-info/licenses/LICENSE", True),
+    ("cn-3.5.3.dist-info/LICENSE", True), ("cn-3.5.3.dist-info/RECORD", False),
+    ("cn-3.5.3.dist-info/INSTALLER", False), ("cn-3.5.3.dist-info/WHEEL", False),
+    ("cn-3.5.3.dist-info/direct_url.json", False), ("cn-3.5.3.data/scripts/x", False)])
+def test_what_of_an_installed_distribution_goes_in(path, kept):
+    """What pip adds to a wheel's files when it installs them (and a compiled wheel's extensions)
+    stays out, so that the file built from an installed distribution is the pure wheel's."""
+    assert build_pyz.keep(path, "cn-3.5.3.dist-info") is kept
