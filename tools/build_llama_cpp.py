@@ -151,6 +151,7 @@ def install(build: str, dest: str) -> None:
             shutil.copy2(os.path.join(build, "bin", t), os.path.join(stage, t))
             if shutil.which("strip"):
                 subprocess.run(["strip", os.path.join(stage, t)], check=False)
+        os.chmod(stage, 0o755)  # mkdtemp's 0700 would keep the tools from the machine's other users
         old = os.path.join(dest, "bin")
         if os.path.isdir(old):
             shutil.rmtree(old)
