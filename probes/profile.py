@@ -138,9 +138,15 @@ class Vulkan(Record):
     gpu_drivers: list[str] = field(default_factory=list)
 
 
+NO_NVIDIA_DRIVER = "no_nvidia_driver"  # Warning_.code: no NVIDIA driver is installed (and no card seen)
+
+
 class Warning_(Record):
     probe: str
     message: str
+    # what the warning is about, for code to act on without reading its words ("no_nvidia_driver": no
+    # NVIDIA driver and no NVIDIA card); in JSON only when set
+    code: str | None = None
 
 
 class Profile(Record):
@@ -165,13 +171,16 @@ class Profile(Record):
     cuda_order: str = "pci"  # how CUDA numbers the NVIDIA GPUs: "pci" (PCI_BUS_ID) | "fastest" (CUDA's guess)
     schema_version: int = SCHEMA_VERSION
 
-    def warn(self, probe: str, message: str) -> None:
-        self.warnings.append(Warning_(probe, message))
+    def warn(self, probe: str, message: str, code: str | None = None) -> None:
+        self.warnings.append(Warning_(probe, message, code))
 
     def to_dict(self) -> dict:
         d = as_dict(self)
         out = {"schema_version": d.pop("schema_version")}
         out.update(d)
+        for w in out["warnings"]:
+            if w["code"] is None:
+                del w["code"]
         return out
 
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from probes.profile import NO_NVIDIA_DRIVER
 from selector.term import console, wrap_parts  # noqa: F401 (console: the renderer's, re-exported)
 
 PICK_SCHEMA_VERSION = 1
@@ -250,8 +251,7 @@ def picks_human(profile, catalog, decisions, con, settings=None, extra_warnings=
         con.print()
         con.print(f"[cyan]i[/cyan] {n}")
     # "no NVIDIA driver" matters on a machine with an NVIDIA card; elsewhere `probe` still says it
-    shown = [w for w in profile.warnings
-             if not (w.probe == "nvidia" and not profile.nvidia_gpus and w.message.startswith("No NVIDIA driver"))]
+    shown = [w for w in profile.warnings if not (w.code == NO_NVIDIA_DRIVER and not profile.nvidia_gpus)]
     if shown or extra_warnings:
         con.print()
         render_warnings(con, [f"{w.probe}: {w.message}" for w in shown] + list(extra_warnings))
@@ -380,9 +380,11 @@ def matrix_human(catalog, recipes, con, verdicts=None) -> None:
         for i, col in enumerate(cols):
             longest = max([len(col)] + [len(w) for cells in rows for w in cells[i].split()])
             t.add_column(col, min_width=min(longest, 24))
-        for cells in rows:
-            style = "" if verdicts is None or cells[-1].startswith("✓") else "dim"
-            t.add_row(*(Text(c, style=("green" if c == "✓" else style)) for c in cells))
+        for row, cells in zip(catalog.recipes[rname].rows, rows):  # matrix_rows: one per catalog row, in order
+            v = verdicts.get((rname, row.backend)) if verdicts is not None else None
+            supported = verdicts is None or (v is not None and v.supported)
+            t.add_row(*(Text(c, style=("green" if supported and i == len(cells) - 1 and verdicts is not None
+                                       else "" if supported else "dim")) for i, c in enumerate(cells)))
         con.print(t)
 
 

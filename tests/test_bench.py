@@ -169,7 +169,9 @@ def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
     assert pick(cli, tmp_path, "--policy", "measured")["backend"] == "rocm"
     (tmp_path / "bin" / "llamacpp" / "rocm-stable" / "version.txt").write_text("b7100\n")
     d = pick(cli, tmp_path, "--policy", "measured")
-    assert d["backend"] == "vulkan" and "the only backend measured" in d["reason"]
+    # vulkan alone is fresh: a speed compared with nothing chooses nothing; the published comparison does
+    assert d["backend"] == "vulkan" and d["reason"].startswith("only vulkan has a fresh tg measurement of llamacpp")
+    assert "published on RX 7900 XTX" in d["reason"]
     st = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path), "--json").json()
     stale = [m for m in st["measurements"] if m["dir"] == "rocm-stable"]
     assert stale and all(not m["fresh"] and "now b7100" in m["stale_because"] for m in stale)
@@ -307,6 +309,21 @@ def test_the_measured_pick_reads_the_channels_own_build_the_latest_run_and_the_m
     assert d.backend == "vulkan" and ", new, 2026-12-01)" in d.reason
 
 
+def test_one_backend_measured_is_compared_with_nothing_and_falls_back_saying_so():
+    # issue 39 finding 14: rocm's prompt speed alone is no comparison; accelerator-first chooses, and says why
+    for metric, test in (("pp", "pp512"), ("tg", "tg128")):
+        d = _measured([rec("rocm", "rocm-stable", "q4", test, 4000.0, "2026-12-01T10:00")], metric=metric)
+        assert d.backend == "vulkan", (metric, d.reason)
+        assert d.reason.startswith(f"only rocm has a fresh {metric} measurement of llamacpp on this machine, so "
+                                   "nothing is compared with it"), d.reason
+        assert "accelerator-first instead: first supported accelerator backend" in d.reason
+        assert not any("measurement prefers" in n for n in d.notes)
+    # two models, one build each: still nothing compared on one model
+    d = _measured([rec("rocm", "rocm-stable", "a", "tg128", 90.0, "2026-12-01T10:00"),
+                   rec("vulkan", "vulkan", "b", "tg128", 50.0, "2026-12-01T10:00")])
+    assert d.reason.startswith("only ") and "measured:" not in d.reason
+
+
 def test_a_result_measured_on_the_cpu_is_fresh_and_used(cli, tmp_path, model):
     # a Raspberry Pi 5: every build runs on the CPU (Vulkan too); its results are keyed by the CPU
     # and must not read as "the device is no longer here"
@@ -334,8 +351,8 @@ def test_a_noisy_result_is_measured_again_then_kept_but_never_chosen(cli, tmp_pa
     by = {x["backend"]: x for x in out["results"]}
     assert by["vulkan"]["tests"]["tg128"]["noisy"] and not by["rocm"]["tests"]["tg128"].get("noisy")
     assert out["winner"] == "rocm"
-    p = pick(cli, tmp_path, "--policy", "measured")
-    assert p["backend"] == "rocm" and p["reason"].startswith("measured: rocm 100 t/s")
+    p = pick(cli, tmp_path, "--policy", "measured")  # rocm's steady result is compared with nothing
+    assert p["reason"].startswith("only rocm has a fresh tg measurement") and "measured:" not in p["reason"]
     human = bench(cli, tmp_path, model)
     assert "200.0 ± 100.0 noisy" in human.out and "never chosen by --policy measured" in human.out
     status = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path))

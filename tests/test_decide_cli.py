@@ -313,3 +313,21 @@ def test_names_in_a_config_and_the_environment_match_in_any_case(cli, tmp_path):
     r = cli("--root", STRIX, "whispercpp", "--config", str(cfg))
     assert r.rc == 5 and f"{cfg}: key 'whispercpp.backend': unknown backend of whispercpp 'vulkn'; did you mean " \
         "'vulkan'?" in r.err, r.err
+
+
+def test_the_no_driver_warning_is_hidden_by_its_code_not_by_its_words(cli, tmp_path):
+    # "no NVIDIA driver" matters only on a machine with an NVIDIA card: the pick leaves it to `probe`
+    # elsewhere, and knows it by the code the probe gave it, so rewording the warning changes nothing
+    cpu = machine("linux-debian12-x86_64-cpu-only")
+    prof = cli("probe", "--root", cpu, "--json").json()
+    (w,) = [w for w in prof["warnings"] if w["probe"] == "nvidia"]
+    assert w["code"] == "no_nvidia_driver"
+    assert "NVML library not found" not in cli("llamacpp", "--root", cpu).out
+    saved = tmp_path / "p.json"
+    w["message"] = "the NVML library is missing"  # other words, the same fact
+    saved.write_text(json.dumps(prof))
+    assert "NVML library is missing" not in cli("llamacpp", "--profile", str(saved)).out
+    del w["code"]  # the same words without the fact: a warning like any other, shown
+    w["message"] = "No NVIDIA driver is installed (NVML library not found)"
+    saved.write_text(json.dumps(prof))
+    assert "nvidia: No NVIDIA driver is installed" in cli("llamacpp", "--profile", str(saved)).out

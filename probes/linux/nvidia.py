@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from probes import tables
 from probes.linux import pci
-from probes.profile import PCI, NvidiaGpu
+from probes.profile import NO_NVIDIA_DRIVER, PCI, NvidiaGpu
 from probes.util import meminfo_total
 
 # What an NVML error class means, in words a user acts on.
@@ -286,6 +286,7 @@ def probe(host, profile) -> None:
             uuids.append(None)
             profile.board = board["board"]
         elif not cards:
-            profile.warn("nvidia", f"{words[0].upper()}{words[1:]}")
+            profile.warn("nvidia", f"{words[0].upper()}{words[1:]}",
+                         NO_NVIDIA_DRIVER if error == "LibraryNotFound" else None)
     apply_cuda_visible(host, gpus, uuids, profile)
     profile.nvidia_gpus = gpus

@@ -3,24 +3,21 @@ The verdicts are the same under every policy; only the choice among them changes
 
 from __future__ import annotations
 
-from selector.catalog import Catalog, Recipe
-from selector.engine.records import INSTALLED_STATES, Device, Settings, Verdict
+from selector.catalog import Recipe
+from selector.engine.records import INSTALLED_STATES, Basis, Choice, Device, Settings, Unmeasured, Verdict
 from selector.engine.state import install_dir_name, recipe_channel
-from selector.engine.words import and_
 from selector.kinds import ACCELERATORS, runtime
 
 
-def _first_with_installed_wins(cands: list[Verdict]) -> tuple[Verdict | None, str]:
+def _first_with_installed_wins(cands: list[Verdict], among: str = "any") -> Choice:
     if not cands:
-        return None, ""
+        return Choice(None, Basis.NONE, among)
     first = cands[0]
-    if first.state in INSTALLED_STATES:
-        return first, "first supported backend in preference order"
-    for v in cands[1:]:
-        if v.state in INSTALLED_STATES:
-            return v, (f"already installed ({v.state}); an installed backend wins over earlier ones "
-                       f"that are only installable ({first.name})")
-    return first, "first supported backend in preference order"
+    if first.state not in INSTALLED_STATES:
+        for v in cands[1:]:
+            if v.state in INSTALLED_STATES:
+                return Choice(v, Basis.INSTALLED, among, over=first.name)
+    return Choice(first, Basis.ORDER, among)
 
 
 def system_preferred(recipe: Recipe, settings: Settings, policy: str | None = None) -> bool:
@@ -41,9 +38,11 @@ def device_key(dev: Device | None) -> str:
     return dev.uuid or dev.bus_id or f"{dev.type}:{dev.index}"
 
 
-def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[Verdict | None, str]:
+def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> Choice:
     """--policy measured: the supported backend whose fresh result on its device is fastest, over the
-    model measured on the most backends (then the latest).  (None, why) when nothing can decide."""
+    model measured on the most backends (then the latest).  A Choice without a verdict, saying why,
+    when nothing can decide: no result, noisy ones only, or one backend measured with nothing to
+    compare it with."""
     recs = settings.measurements.get(recipe.name, [])
     prefix = "pp" if settings.metric == "pp" else "tg"
     channel = recipe_channel(recipe, settings)
@@ -63,75 +62,65 @@ def _fastest(cands: list[Verdict], recipe: Recipe, settings: Settings) -> tuple[
                     best[v.name] = r
     if not by_model:
         if noisy:
-            return None, (f"the fresh {prefix} measurements of {recipe.name} on this machine are noisy (their runs "
-                          f"disagreed by more than a tenth of their mean); measure again on a quiet machine")
+            return Choice(None, Basis.NONE, metric=prefix, unmeasured=Unmeasured.NOISY, depth=settings.depth)
         if settings.measurable is not None and recipe.name not in settings.measurable:
-            return None, f"pick-backend cannot measure {recipe.name} (no benchmark tool it reads)"
-        at = f" at depth {settings.depth}" if settings.depth else ""
-        return None, (f"no fresh {prefix} measurement of {recipe.name}{at} on this machine "
-                      f"(`pick-backend bench {recipe.name} --model M{f' --depth {settings.depth}' if at else ''}` makes them)")
+            return Choice(None, Basis.NONE, metric=prefix, unmeasured=Unmeasured.UNMEASURABLE, depth=settings.depth)
+        return Choice(None, Basis.NONE, metric=prefix, unmeasured=Unmeasured.NOTHING, depth=settings.depth)
     model = max(by_model, key=lambda m: (len(by_model[m]), max(r["at"] for r in by_model[m].values())))
+    if len(by_model[model]) < 2:  # one build measured: a speed compared with nothing chooses nothing
+        return Choice(None, Basis.NONE, metric=prefix, unmeasured=Unmeasured.ALONE, alone=next(iter(by_model[model])),
+                      depth=settings.depth)
     results = sorted(by_model[model].values(), key=lambda r: -r["avg_ts"])
-    win = results[0]
-    chosen = next(v for v in cands if v.name == win["backend"])
-    words = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in results)
-    one = "" if len(results) > 1 else " (the only backend measured)"
-    at = f" at depth {settings.depth}" if settings.depth else ""  # the context the speeds are of
-    return chosen, (f"measured: {words}{one} ({win['test'].split('@')[0]}{at}, {win['model'].get('label', model)}, "
-                    f"{win['at'][:10]})")
+    chosen = next(v for v in cands if v.name == results[0]["backend"])
+    return Choice(chosen, Basis.MEASURED, measured=results, metric=prefix, depth=settings.depth)
+
+
+def _measured(vs: list[Verdict], recipe: Recipe, settings: Settings, os_name: str | None) -> Choice:
+    """--policy measured: this machine's measurement, else what others published for this GPU (or its
+    family) where they compared the builds that run on it, else accelerator-first (saying why)."""
+    c = _fastest([v for v in vs if v.supported], recipe, settings)  # a measured system build competes too
+    if c.verdict is not None:
+        return c
+    fallback = choose(vs, recipe, settings, "accelerator-first")
+    c.fallback, c.verdict, c.basis, c.among = fallback, fallback.verdict, fallback.basis, fallback.among
+    if fallback.verdict is not None and settings.published is not None:
+        rows, where = published(vs, fallback.verdict, settings.published, settings.metric, os_name, settings.depth)
+        if rows:
+            c.verdict = next(v for v in same_device(vs, fallback.verdict).values() if _runtime(v) == rows[0].backend)
+            c.basis, c.published = Basis.PUBLISHED, (rows, where)
+            return c
+        builds = same_device(vs, fallback.verdict)
+        if len(builds) > 1:
+            c.uncompared = tuple(builds)
+    return c
 
 
 def choose(vs: list[Verdict], recipe: Recipe, settings: Settings, policy: str | None = None,
-           os_name: str | None = None) -> tuple[Verdict | None, str]:
-    """The pick among the verdicts under ``policy`` (default: the settings'); ``os_name``: the machine's,
-    which published results must share."""
+           os_name: str | None = None) -> Choice:
+    """The pick among the verdicts under ``policy`` (default: the settings'), with its basis; ``os_name``:
+    the machine's, which published results must share."""
     policy = policy or settings.policy
     prefer_system = system_preferred(recipe, settings, policy)
     cands = [v for v in vs if v.supported and (v.name != "system" or prefer_system)]
     if policy == "lemonade":
         return _first_with_installed_wins(cands)
-    if policy == "measured":  # a measured system build competes on its speed like the others
-        v, why = _fastest([v for v in vs if v.supported], recipe, settings)
-        if v is not None:
-            return v, why
-        fallback, fwhy = choose(vs, recipe, settings, "accelerator-first")
-        if fallback is not None and settings.published is not None:
-            # no measurement here: what others measured on this GPU (or its family), if they compared the
-            # backends that run on it
-            rows, where = published(vs, fallback, settings.published, settings.metric, os_name, settings.depth)
-            if rows:
-                win = next(v for v in same_device(vs, fallback).values() if _runtime(v) == rows[0].backend)
-                return win, f"{why}; {_published_words(rows, where)}"
-            builds = same_device(vs, fallback)
-            if len(builds) > 1:
-                at = f" at depth {settings.depth}" if settings.depth else ""
-                why += (f"; no published {settings.metric} comparison of {' and '.join(builds)}{at} on this GPU or "
-                        "its family")
-        return fallback, f"{why}; accelerator-first instead: {fwhy}"
+    if policy == "measured":
+        return _measured(vs, recipe, settings, os_name)
     acc = [v for v in cands if v.device is not None and v.device.type in ACCELERATORS]
     if acc:
-        v, why = _first_with_installed_wins(acc)
-        return v, why.replace("first supported backend", "first supported accelerator backend")
-    v, why = _first_with_installed_wins(cands)
-    if v is not None and v.name == "system":
-        why = "no accelerator backend is supported here; the build on PATH comes first, as prefer_system asks"
-    elif v is not None:
-        why = "no accelerator backend is supported here; " + why.replace("first supported backend", "first supported CPU backend")
-    return v, why
+        return _first_with_installed_wins(acc, "accelerator")
+    c = _first_with_installed_wins(cands, "cpu")
+    if c.verdict is not None and c.verdict.name == "system":
+        c.basis = Basis.SYSTEM
+    return c
 
 
-def losers(vs: list[Verdict], chosen: Verdict, catalog: Catalog, recipe: str) -> str:
-    """Why each later installable accelerator backend lost: the catalog's order, and how to choose it."""
+def losers(vs: list[Verdict], chosen: Verdict) -> list[str]:
+    """The later installable accelerator backends the catalog's order put after the chosen one (each
+    could be chosen by --backend)."""
     after = vs[next(i for i, v in enumerate(vs) if v is chosen) + 1:]  # accelerator-first chose an accelerator whenever one is supported
-    lost = [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
+    return [v.name for v in after if v.supported and v.state == "installable" and v.device is not None
             and v.device.type in ACCELERATORS and v.name != "system"]
-    if not lost:
-        return ""
-    owner = catalog.extra.get("owner") or catalog.name
-    order = f"{owner}'s order"  # only accelerator-first names losers: under --policy lemonade the first row wins
-    names = and_(lost)
-    flags = " or ".join(f"--backend {n}" for n in lost)
-    return f"; {chosen.name} comes before {names} in {order} for {recipe}; {flags} chooses {'it' if len(lost) == 1 else 'one'}"
 
 
 def _runtime(v: Verdict) -> str:
@@ -165,9 +154,3 @@ def published(vs: list[Verdict], chosen: Verdict, load, metric: str | None = Non
     where, rows = evidence.nearest(load(), dev.type, dev.name, dev.family, runtimes, metric, os_name, dev.memory_bytes,
                                    depth)
     return rows, where
-
-
-def _published_words(rows, where: str) -> str:
-    from selector import evidence
-
-    return evidence.words(rows, where)

@@ -7,13 +7,47 @@ from selector.catalog import Catalog
 from selector.engine.choose import choose, losers, published, system_preferred
 from selector.engine.devices import Machine
 from selector.engine.match import verdicts
-from selector.engine.records import Decision, Settings
+from selector.engine.records import Basis, Choice, Decision, Settings
 from selector.engine.run_env import override_notes, run_env_for
 from selector.engine.state import recipe_channel
+from selector.engine.words import choice_reason, fill, losers_words
 from selector.kinds import TYPE_WORDS
 
 
 _DEFAULT = Settings()  # the engine only reads its settings
+
+
+def _pinned(vs, settings: Settings, recipe_name: str) -> Choice | None:
+    pinned = settings.backends.get(recipe_name)
+    if not pinned or pinned == "auto":
+        return None
+    v = next((x for x in vs if x.name == pinned), None)
+    if v is None:
+        raise KeyError(pinned)
+    return Choice(v, Basis.PINNED, source=settings.backend_sources.get(recipe_name, "--backend"))
+
+
+def _lemonade_note(vs, recipe, settings: Settings, c: Choice) -> str:
+    """What --policy lemonade would pick instead, and what chose ours; "" when the same."""
+    other = choose(vs, recipe, settings, "lemonade").verdict
+    chosen = c.verdict
+    if chosen is None or other is None or other.name == chosen.name:
+        return ""
+    if other.name == "system" and not system_preferred(recipe, settings):
+        # --prefer-system only allows the system build: accelerator-first still puts a GPU build before it,
+        # so the flag is named only where it would choose system
+        allowed = Settings(settings.channel, True, settings.policy,
+                           prefer_system_by_recipe={**settings.prefer_system_by_recipe, recipe.name: True})
+        with_flag = choose(vs, recipe, allowed).verdict
+        flags = "--prefer-system or --backend system" if with_flag is not None and \
+            with_flag.name == "system" else "--backend system"
+        return (f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
+                f"{recipe.name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
+    # what chose instead: the measurement, or accelerator-first (also measured's fallback)
+    ours = {Basis.MEASURED: "the measurement prefers",
+            Basis.PUBLISHED: "the published comparison prefers"}.get(c.basis, "accelerator-first prefers")
+    return (f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
+            f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
 
 
 def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None = None,
@@ -28,47 +62,22 @@ def decide(profile, catalog: Catalog, recipe_name: str, installed: dict | None =
     flag = recipe.backend_flag
     warnings: list[str] = []
     notes: list[str] = []
-    pinned = settings.backends.get(recipe_name)
-    if pinned and pinned != "auto":
-        v = next((x for x in vs if x.name == pinned), None)
-        source = settings.backend_sources.get(recipe_name, "--backend")
-        if v is None:
-            raise KeyError(pinned)
-        if v.supported:
-            reason = f"pinned by {source}"
-        else:
-            reason = f"pinned by {source}, but not supported here: {v.reason}"
-        chosen, why, is_pinned = v, reason, True
-    else:
-        chosen, why = choose(vs, recipe, settings, os_name=m.os)
-        is_pinned = False
+    c = _pinned(vs, settings, recipe_name)
+    if c is None:
+        c = choose(vs, recipe, settings, os_name=m.os)
         if settings.policy != "lemonade":  # pragma: no mutate (under lemonade the same choice: no note)
             # the verdicts are the same under every policy (an exclusion is a hardware fact): only the
             # choice among them is Lemonade's
-            other, _ = choose(vs, recipe, settings, "lemonade")
-            if chosen is not None and other is not None and other.name != chosen.name:
-                if other.name == "system" and not system_preferred(recipe, settings):
-                    # --prefer-system only allows the system build: accelerator-first still puts a GPU
-                    # build before it, so the flag is named only where it would choose system
-                    allowed = Settings(settings.channel, True, settings.policy,
-                                       prefer_system_by_recipe={**settings.prefer_system_by_recipe, recipe_name: True})
-                    with_flag = choose(vs, recipe, allowed)[0]
-                    flags = "--prefer-system or --backend system" if with_flag is not None and \
-                        with_flag.name == "system" else "--backend system"
-                    notes.append(f"--policy lemonade would pick system (Lemonade prefers a llama-server on PATH for "
-                                 f"{recipe_name}); prefer_system is off outside --policy lemonade: {flags} chooses it")
-                else:
-                    # what chose instead: the measurement, or accelerator-first (also measured's fallback)
-                    ours = ("the measurement prefers" if why.startswith("measured:") else
-                            "the published comparison prefers" if "published on" in why else "accelerator-first prefers")
-                    notes.append(f"--policy lemonade would pick {other.name} (Lemonade takes the first supported "
-                                 f"row; {ours} {chosen.name} on the {TYPE_WORDS[chosen.device.type]})")
-        if chosen is not None and not why.startswith("measured:") and "published on" not in why:
-            # the catalog's order chose: say how to choose another (a speed that chose says why itself)
-            why += losers(vs, chosen, catalog, recipe_name)
+            note = _lemonade_note(vs, recipe, settings, c)
+            if note:
+                notes.append(note)
+    chosen, why, is_pinned = c.verdict, choice_reason(c, recipe_name), c.basis is Basis.PINNED
+    if chosen is not None and not is_pinned and not c.by_speed:
+        # the catalog's order chose: say how to choose another (a speed that chose says why itself)
+        why += losers_words(chosen.name, losers(vs, chosen), catalog.extra.get("owner") or catalog.name, recipe_name)
     if chosen is None:
         no_fit = catalog.extra.get("no_fit_reason") or "no backend of {recipe} is supported on this machine"
-        return Decision(recipe_name, None, None, None, no_fit.replace("{recipe}", recipe_name), None, vs,
+        return Decision(recipe_name, None, None, None, fill(no_fit, {"recipe": recipe_name}), None, vs,
                         False, warnings, notes, channel)
     if chosen.supported and chosen.on_cpu and chosen.name not in ("cpu", "system"):
         warnings.append(f"{chosen.name} runs on the CPU here, not on a GPU"

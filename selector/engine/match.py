@@ -12,7 +12,7 @@ from __future__ import annotations
 from selector import requires
 from selector.catalog import Catalog, Recipe, Row
 from selector.engine.devices import Machine, Unit, family_token, matches_family
-from selector.engine.records import Judgement, RowResult, Verdict
+from selector.engine.records import Judgement, Miss, RowResult, Verdict
 from selector.engine.state import state_for
 from selector.engine.words import (absent, describe_families, family_reason, fill, os_reason, reasons,
                                    unlisted_note)
@@ -33,35 +33,37 @@ def judge(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, u: Unit, fams,
                                "families_or": " or ".join(fams), "judged": fam, **more})
 
     if u.refused:
-        return Judgement(said(u.refused), shown, family_token(fam, fams) if fams else None)
+        return Judgement(said(u.refused), shown, family_token(fam, fams) if fams else None, Miss.REFUSED)
     if access != "graphics" and u.refused_compute:
-        return Judgement(said(u.refused_compute), shown)
+        return Judgement(said(u.refused_compute), shown, None, Miss.REFUSED)
     # an exclusion is a hardware fact (CDNA has no Vulkan driver), so it holds under every policy: under
     # --policy lemonade the order is Lemonade's, and the device named is still the one the build runs on
     for ex in catalog.exclusions_for(backend, u.kind):
         if matches_family(u.family, ex.families):
-            return Judgement(f"{ex.reason} ({u.name}, {u.family})", shown)
+            return Judgement(f"{ex.reason} ({u.name}, {u.family})", shown, None, Miss.EXCLUDED)
     token = None
     if fams:
         if fam is None:
-            return Judgement(said(u.unknown), shown)
+            return Judgement(said(u.unknown), shown, None, Miss.UNKNOWN_FAMILY)
         token = family_token(fam, fams)
         if token is None:
-            why = (family_reason(row, fam, u.name) if u.own_words else "") or said(u.mismatch)
+            own = family_reason(row, fam, u.name) if u.own_words else ""
+            why = own or said(u.mismatch)
             if fam != u.family:
                 why += f" ({u.override} makes {u.family} run as {fam})"
-            return Judgement(why, shown, None, True)
+            # the kind's own words for a family miss may be said once for several GPUs; the row's never are
+            return Judgement(why, shown, None, Miss.FAMILY, merges=u.merges and not row.extra.get("family_reason"))
     for gate in catalog.gates_for(recipe.name, backend).get(fam, ()):
         if m.os not in gate.os or channel not in gate.channels:
-            return Judgement(gate.reason, shown, token)
+            return Judgement(gate.reason, shown, token, Miss.GATE)
         if any(u.facts.get(need) is False for need in gate.needs):  # unknown passes (Windows has no KFD)
-            return Judgement(gate.reason, shown, token)
+            return Judgement(gate.reason, shown, token, Miss.GATE)
     closed = u.closed[access]
     if closed:
-        return Judgement(said(closed), shown, token)
+        return Judgement(said(closed), shown, token, Miss.CLOSED)
     why = requires.check(m, row, u.record)
     if why:
-        return Judgement(why, shown, token)
+        return Judgement(why, shown, token, Miss.REQUIRES)
     note = None
     if fams and fam != u.family:
         note = f"judged as {fam} through {u.override} (hardware: {u.family})"
@@ -72,22 +74,23 @@ def match_units(m: Machine, catalog: Catalog, recipe: Recipe, row: Row, kind: st
                 access: str):
     """(satisfying devices best first, devices passed over with why, reasons in words, notes)"""
     found, passed, notes = [], [], []
+    mergeable: list = []  # the devices passed over whose family misses may be said in one sentence
     judged: dict = {}  # alike devices (a node of eight MI300X) are judged once
-    merges = False
     for key, units in m.runs(kind, access):
-        merges = units[0].merges
         j = judged.get(key)
         if j is None:
             j = judged[key] = judge(m, catalog, recipe, row, units[0], fams, channel, access)
         devs = m.devices(key, units, j.family, j.token)
         if not j.fits:
             passed.extend((dev, j.why) for dev in devs)
+            if j.merges:
+                mergeable.extend(devs)
             continue
         if j.note and j.note not in notes:
             notes.append(j.note)
         found.extend(devs)
-    misses = sum(1 for j in judged.values() if j.family_miss)
-    return found, passed, reasons(passed, merges and misses > 1, row, fams), notes
+    kinds_missed = sum(1 for j in judged.values() if j.merges)
+    return found, passed, reasons(passed, mergeable if kinds_missed > 1 else [], row, fams), notes
 
 
 def absent_reason(m: Machine, row: Row, dtype: str, fams, access: str = "compute") -> str:

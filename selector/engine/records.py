@@ -1,16 +1,19 @@
 """What the engine answers: the settings it is asked under, the devices it names, a verdict per
-backend and the decision per recipe (the Pick JSON of docs/json.md), and the typed result of judging
-one device against one row."""
+backend and the decision per recipe (the Pick JSON of docs/json.md), the typed result of judging
+one device against one row, and the basis of a choice: its reasons as data, said in words last
+(selector/engine/words.py)."""
 
 from __future__ import annotations
+
+import enum
 
 from types import MappingProxyType
 
 from probes.record import Record, field
 from selector.choices import CHANNELS, METRICS, POLICIES
 
-__all__ = ["CHANNELS", "INSTALLED_STATES", "METRICS", "POLICIES", "Decision", "Device", "Judgement", "RowResult",
-           "Settings", "Verdict"]
+__all__ = ["CHANNELS", "INSTALLED_STATES", "METRICS", "POLICIES", "Basis", "Choice", "Decision", "Device", "Judgement",
+           "Miss", "RowResult", "Settings", "Unmeasured", "Verdict"]
 INSTALLED_STATES = ("installed", "update_available", "update_required")
 
 
@@ -201,21 +204,88 @@ class Decision(Record):
         }
 
 
+class Miss(enum.Enum):
+    """What kept a device from a row entry, in the judge's order (selector/engine/match.py judge)."""
+
+    REFUSED = "refused"  # the device is refused outright (no driver; an override ROCm refuses)
+    EXCLUDED = "excluded"  # the catalog excludes its family from this backend (a hardware fact)
+    UNKNOWN_FAMILY = "unknown_family"  # its family is not in the tables
+    FAMILY = "family"  # its family is not among the row's
+    GATE = "gate"  # a gate of the recipe on its family (OS, channel, a kernel feature)
+    CLOSED = "closed"  # this process cannot open it
+    REQUIRES = "requires"  # another requirement of the row (driver, libc, ...)
+
+
 class Judgement:
-    """One device judged against one row entry.  ``why`` is None when the device satisfies it;
-    ``token`` is the row token its family matched (gfx110X for gfx1102), ``family`` the family it was
-    judged as (a ROCm build judges an overridden gfx), ``family_miss`` whether its family is what
-    failed, ``note`` a remark on a device that fits (the override it was judged through)."""
+    """One device judged against one row entry.  ``why`` is None when the device satisfies it, else the
+    device's own words and ``miss`` what failed; ``token`` is the row token its family matched (gfx110X
+    for gfx1102), ``family`` the family it was judged as (a ROCm build judges an overridden gfx),
+    ``merges`` whether its family miss is said with other GPUs' in one sentence (the device's kind says
+    so and the row has no words of its own), ``note`` a remark on a device that fits (the override it
+    was judged through)."""
 
-    __slots__ = ("why", "token", "family", "family_miss", "note")
+    __slots__ = ("why", "token", "family", "miss", "merges", "note")
 
-    def __init__(self, why: str | None, family: str | None, token: str | None = None, family_miss: bool = False,
-                 note: str | None = None):
-        self.why, self.family, self.token, self.family_miss, self.note = why, family, token, family_miss, note
+    def __init__(self, why: str | None, family: str | None, token: str | None = None, miss: Miss | None = None,
+                 note: str | None = None, merges: bool = False):
+        self.why, self.family, self.token, self.miss, self.note = why, family, token, miss, note
+        self.merges = merges
 
     @property
     def fits(self) -> bool:
         return self.why is None
+
+    @property
+    def family_miss(self) -> bool:
+        return self.miss is Miss.FAMILY
+
+
+class Basis(enum.Enum):
+    """What chose a backend."""
+
+    PINNED = "pinned"  # --backend or config.json
+    ORDER = "order"  # the first supported backend in the catalog's order
+    INSTALLED = "installed"  # an installed backend over earlier ones that are only installable
+    SYSTEM = "system"  # no accelerator: the build on PATH first, as prefer_system asks
+    MEASURED = "measured"  # fresh bench results on this machine
+    PUBLISHED = "published"  # published llama-bench runs on this GPU or its family
+    NONE = "none"  # no backend is supported
+
+
+class Unmeasured(enum.Enum):
+    """Why --policy measured found no measurement to decide by."""
+
+    NOTHING = "nothing"  # no fresh result of the metric on this machine
+    NOISY = "noisy"  # only results whose runs disagreed
+    ALONE = "alone"  # one backend measured: nothing to compare it with
+    UNMEASURABLE = "unmeasurable"  # pick-backend has no benchmark tool for the recipe
+
+
+class Choice:
+    """The pick among the verdicts and its reasons as data; selector/engine/words.py says it.
+
+    ``among``: the candidates the order ran over ("any", "accelerator", "cpu"); ``over``: for
+    INSTALLED, the first backend that is only installable; ``measured``: the fresh results compared,
+    fastest first, of ``metric`` at ``depth``; ``unmeasured``/``alone``: why --policy measured fell back (and the backend measured
+    alone); ``published``: (rows, where) of the published comparison that chose; ``uncompared``: the
+    builds that run on the device and that nothing published compares; ``fallback``: the
+    accelerator-first choice taken instead of a measurement; ``source``: who pinned."""
+
+    __slots__ = ("verdict", "basis", "among", "over", "measured", "metric", "depth", "unmeasured", "alone",
+                 "published", "uncompared", "fallback", "source")
+
+    def __init__(self, verdict, basis: Basis, among: str = "any", over: str = "", measured=(), metric: str = "tg",
+                 unmeasured: Unmeasured | None = None, alone: str = "", published=None, uncompared=(),
+                 fallback: Choice | None = None, source: str = "", depth: int = 0):
+        self.verdict, self.basis, self.among, self.over = verdict, basis, among, over
+        self.measured, self.metric, self.unmeasured, self.alone = tuple(measured), metric, unmeasured, alone
+        self.published, self.uncompared, self.fallback, self.source = published, tuple(uncompared), fallback, source
+        self.depth = depth  # the context depth the speeds are of (--depth; 0: an empty context)
+
+    @property
+    def by_speed(self) -> bool:
+        """A speed chose (a measurement, or a published comparison), not the catalog's order."""
+        return self.basis in (Basis.MEASURED, Basis.PUBLISHED)
 
 
 class RowResult:

@@ -1,8 +1,10 @@
-"""The engine's sentences: how kinds, OSes and families are said, and the few sentences built from
-several facts.  Device words are templates the device's mapping fills in (``fill``)."""
+"""The engine's sentences: how kinds, OSes and families are said, the few sentences built from
+several facts, and why a backend was chosen (``choice_reason``, from the Choice's data).  Device
+words are templates the device's mapping fills in (``fill``)."""
 
 from __future__ import annotations
 
+from selector.engine.records import Basis, Choice, Unmeasured
 from selector.kinds import TYPE_WORDS, kind
 
 OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
@@ -48,21 +50,16 @@ def family_reason(row, family, name) -> str:
     return text.replace("{family}", str(family)).replace("{name}", str(name)) if text else ""
 
 
-def reasons(passed, merge: bool, row, fams) -> list[str]:
-    """Words for the devices passed over, each distinct reason once; with ``merge`` (several kinds of
-    GPU miss the row's families, and the row has no words of its own), one sentence names them all."""
+def reasons(passed, merged: list, row, fams) -> list[str]:
+    """Words for the devices passed over, each distinct reason once; the ``merged`` devices (several
+    kinds of GPU whose family the row lacks, said in their kind's words) in one sentence naming them all."""
     out = []
-    merged = merge and not row.extra.get("family_reason")
+    ids = {id(dev) for dev in merged}
     if merged:
-        kinds = []
-        for dev, why in passed:
-            if why.startswith("Unsupported GPU: ") and f"{dev.family} ({dev.name})" not in kinds:
-                kinds.append(f"{dev.family} ({dev.name})")
+        kinds = list(dict.fromkeys(f"{dev.family} ({dev.name})" for dev in merged))
         out.append(f"Unsupported GPUs: {', '.join(kinds)} ({row.backend} needs {describe_families(fams)})")
     for dev, why in passed:
-        if merged and why.startswith("Unsupported GPU: "):
-            continue
-        if why not in out:
+        if id(dev) not in ids and why not in out:
             out.append(why)
     return out
 
@@ -92,3 +89,73 @@ def vulkan_fix(vendor: str, os_name: str = "linux", what: str | None = None) -> 
 
     fixes = load("vulkan_icds")["fix"]
     return fixes.get(os_name, fixes["linux"])[what or vendor]
+
+
+# ------------------------------------------------------------------------------------------------
+# why a backend was chosen
+
+
+def _order_words(c: Choice) -> str:
+    if c.basis is Basis.SYSTEM:
+        return "no accelerator backend is supported here; the build on PATH comes first, as prefer_system asks"
+    if c.basis is Basis.INSTALLED:
+        why = (f"already installed ({c.verdict.state}); an installed backend wins over earlier ones that are only "
+               f"installable ({c.over})")
+    else:
+        adjective = {"accelerator": "accelerator ", "cpu": "CPU "}.get(c.among, "")
+        why = f"first supported {adjective}backend in preference order"
+    return f"no accelerator backend is supported here; {why}" if c.among == "cpu" else why
+
+
+def _at(c: Choice) -> str:
+    return f" at depth {c.depth}" if c.depth else ""
+
+
+def _unmeasured_words(c: Choice, recipe: str) -> str:
+    if c.unmeasured is Unmeasured.NOISY:
+        return (f"the fresh {c.metric} measurements of {recipe} on this machine are noisy (their runs disagreed by "
+                f"more than a tenth of their mean); measure again on a quiet machine")
+    if c.unmeasured is Unmeasured.UNMEASURABLE:
+        return f"pick-backend cannot measure {recipe} (no benchmark tool it reads)"
+    if c.unmeasured is Unmeasured.ALONE:
+        return (f"only {c.alone} has a fresh {c.metric} measurement of {recipe}{_at(c)} on this machine, so nothing "
+                f"is compared with it (`pick-backend bench {recipe} --model M` measures every installed build)")
+    flag = f" --depth {c.depth}" if c.depth else ""
+    return (f"no fresh {c.metric} measurement of {recipe}{_at(c)} on this machine "
+            f"(`pick-backend bench {recipe} --model M{flag}` makes them)")
+
+
+def measured_words(c: Choice) -> str:
+    win = c.measured[0]
+    speeds = " vs ".join(f"{r['backend']} {r['avg_ts']:.0f} t/s" for r in c.measured)
+    test = win["test"].split("@")[0]  # tg128@d4096: the depth is said in words
+    return f"measured: {speeds} ({test}{_at(c)}, {win['model'].get('label', win['model']['key'])}, {win['at'][:10]})"
+
+
+def choice_reason(c: Choice, recipe: str) -> str:
+    """Why ``c`` was chosen, in one sentence made from its basis."""
+    if c.basis is Basis.PINNED:
+        v = c.verdict
+        return f"pinned by {c.source}" + ("" if v.supported else f", but not supported here: {v.reason}")
+    if c.basis is Basis.MEASURED:
+        return measured_words(c)
+    if c.unmeasured is None:
+        return _order_words(c)
+    why = _unmeasured_words(c, recipe)
+    if c.basis is Basis.PUBLISHED:
+        from selector import evidence
+
+        rows, where = c.published
+        return f"{why}; {evidence.words(rows, where)}"
+    if c.uncompared:
+        why += f"; no published {c.metric} comparison of {' and '.join(c.uncompared)}{_at(c)} on this GPU or its family"
+    return f"{why}; accelerator-first instead: {_order_words(c.fallback)}" if c.fallback.verdict is not None else why
+
+
+def losers_words(chosen: str, lost: list[str], owner: str, recipe: str) -> str:
+    """How to choose a backend the catalog's order put after the chosen one."""
+    if not lost:
+        return ""
+    flags = " or ".join(f"--backend {n}" for n in lost)
+    return (f"; {chosen} comes before {and_(lost)} in {owner}'s order for {recipe}; {flags} chooses "
+            f"{'it' if len(lost) == 1 else 'one'}")
