@@ -1,7 +1,7 @@
 """The Profile: everything the probes found, and the only thing that crosses to the engine.
 
 Plain records (probes.record: dataclass-like, cheaper to define) with a JSON round trip (``to_dict`` / ``from_dict``) matching the Profile JSON of
-DESIGN.md.  ``from_dict`` validates, so a saved profile from another machine (``--profile FILE``)
+docs/json.md.  ``from_dict`` validates, so a saved profile from another machine (``--profile FILE``)
 fails with a message naming the field instead of a traceback.
 """
 

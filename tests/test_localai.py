@@ -1,6 +1,6 @@
 """The LocalAI catalog (``--catalog localai``): the image of a LocalAI backend that really runs on a
 machine, or why none does.  Expectations come from LocalAI's engine pages
-(shared/reference/localai-engines.txt), written by hand."""
+(LocalAI's documentation at localai.io), written by hand."""
 
 import json
 import os

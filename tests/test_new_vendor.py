@@ -1,4 +1,4 @@
-"""A device kind the product has never heard of, added the way DESIGN.md promises: a probe record, a
+"""A device kind the product has never heard of, added the way docs/DESIGN.md promises: a probe record, a
 kind in the table, a mapping into the engine's device record and catalog rows.  The judge, the
 policy and the run environment are not touched, and the pick is right.
 

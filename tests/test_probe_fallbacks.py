@@ -1,7 +1,7 @@
 """The Linux probes' fallbacks and selections, each on a small capture written under tmp_path in
 the format of docs/captures.md (sysfs as the kernel prints it: KFD properties in decimal, PCI ids
 in hex).  The values are those of real devices: PCI ids from pciutils' pci.ids and the kernel's
-amdgpu/amdxdna id tables, gfx targets from the kernel's GC IP map (hardware-facts.md 1.1), the
+amdgpu/amdxdna id tables, gfx targets from the kernel's GC IP map (kfd_device.c kgd2kfd_probe()), the
 KFD properties layout from the MI300X fixture (a capture of a real node); device ids 0x0001 to
 0x0005 are made up on purpose and stand for a device no table lists.  What each test checks is
 what a user reads: which devices are listed, under which name and target, and the warnings."""

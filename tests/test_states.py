@@ -1,4 +1,4 @@
-"""What counts as installed, and where the cache is (selector/install/states.py; DESIGN.md "cache layout",
+"""What counts as installed, and where the cache is (selector/install/states.py; docs/DESIGN.md "Install cache",
 lemonade-behaviour.md "update_required").  Lemonade's own installs carry no install.json; ours do."""
 
 import json

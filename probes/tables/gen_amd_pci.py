@@ -12,10 +12,10 @@ Sources (download them, then run this script; nothing is fetched here):
   * the kernel's pciidlist (drivers/gpu/drm/amd/amdgpu/amdgpu_drv.c, ROCm/amdgpu mirror commit
     031b3904cbd2): device id -> ASIC (CHIP_VEGA10, CHIP_NAVI10, ...) for the chips from before IP
     discovery; CHIP_GFX below maps each ASIC to its gfx target as kfd_device.c does
-    (shared/reference/hardware-facts.md 1.1).  Chips from gfx11 on are matched by PCI class
+    (kgd2kfd_probe()).  Chips from gfx11 on are matched by PCI class
     ("CHIP_IP_DISCOVERY"), so their device ids come from DeviceInfo.cpp alone.
   * probes/tables/amd_pci_curated.json: rows checked by hand against the kernel's pciidlist,
-    pci.ids and shared/reference/hardware-facts.md; they win over generated ones (names the
+    pci.ids and libdrm data/amdgpu.ids; they win over generated ones (names the
     fixtures and users see, the MI300A APU flag, which DeviceInfo gets wrong).
 
 A device id whose revisions have different gfx targets (0x73ff: gfx1032, but rev 0xdf is an

@@ -1,4 +1,4 @@
-"""Installing backends into the cache Lemonade shares (see DESIGN.md "Install cache")."""
+"""Installing backends into the cache Lemonade shares (docs/DESIGN.md, "Install cache")."""
 
 
 def env_number(env, name: str, default, cast=float):
