@@ -63,6 +63,7 @@ TESTS = {
                               "tests/test_decide_cli.py"],
     "probes/util.py": ["tests/test_probe_fallbacks.py", "tests/test_probe_devices.py", "tests/test_fixtures.py"],
     "probes/host.py": ["tests/test_host.py", "tests/test_capture.py", "tests/test_fixtures.py"],
+    "selector/render_install.py": ["tests/test_install.py", "tests/test_install_assets.py", "tests/test_bench.py"],
     "probes/inputs.py": ["tests/test_host.py", "tests/test_catalog_validation.py", "tests/test_decide_cli.py"],
     "selector/install/*": ["tests/test_unpack.py", "tests/test_download.py", "tests/test_github.py",
                            "tests/test_installer.py", "tests/test_resolve.py", "tests/test_states.py",
