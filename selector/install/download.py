@@ -302,6 +302,63 @@ def _hash_file(path, h):
     return h
 
 
+def _declared_limit(r, size: int | None, have: int, limits: Limits, url: str) -> int | None:
+    """The bytes the file may have: the release's size, else the answer's Content-Length after what we
+    have; more than the download cap is refused before a byte is read."""
+    limit = size
+    if limit is None:
+        try:
+            limit = int(r.headers.get("Content-Length", "")) + have
+        except ValueError:
+            limit = None
+    if limit is not None and limit > limits.max_download:
+        raise DownloadError(f"{url}: {limit} bytes is more than the download cap of {limits.max_download} "
+                            f"({Limits.ENV['max_download']})")
+    return limit
+
+
+def _write_body(r, f, h, url: str, have: int, limit: int | None, limits: Limits, progress, sent: list) -> None:
+    """The answer's body into ``f`` and ``h``, ``sent[0]`` counting it: never past ``limit`` or the cap,
+    never slower than the minimum speed over its window, never past the deadline."""
+    window_t, window_b = time.monotonic(), 0
+    for chunk in _chunks(r):
+        n = len(chunk)
+        if limit is not None and have + sent[0] + n > limit:
+            raise DownloadError(f"{url}: the server sent more than the {limit} bytes "
+                                "the release declares; stopped reading")
+        if have + sent[0] + n > limits.max_download:
+            raise DownloadError(f"{url}: more than the download cap of {limits.max_download} "
+                                f"bytes ({Limits.ENV['max_download']}); stopped reading")
+        f.write(chunk)
+        h.update(chunk)
+        sent[0] += n
+        window_b += n
+        if progress is not None:
+            progress.advance(n)
+        now = time.monotonic()
+        if now - window_t >= limits.speed_window:
+            if window_b / (now - window_t) < limits.min_speed:
+                raise _Slow(f"slower than {limits.min_speed:g} B/s for {limits.speed_window:g} s")
+            window_t, window_b = now, 0
+        limits.check(f"download of {url}")
+
+
+def _get(session, url: str, limits: Limits, headers: dict):
+    """(the answer, "") or (None, why it could not be reached) where another attempt may help; a
+    DownloadError where none can (no such host, a redirect loop)."""
+    try:
+        return session.get(url, stream=True, timeout=limits.timeout, headers=headers), ""
+    except requests.TooManyRedirects:
+        raise DownloadError(f"download of {url}: too many redirects (a redirect loop?)") from None
+    except (requests.ConnectionError, requests.Timeout) as e:
+        final = unreachable(e)
+        if final:
+            raise DownloadError(f"download of {url}: {final}") from None
+        return None, f"cannot reach {url}: {e.__class__.__name__}"
+    except requests.RequestException as e:
+        raise DownloadError(f"download of {url}: {e.__class__.__name__}: {e}") from None
+
+
 def fetch(session, url: str, partial: str, size: int | None = None, progress=None,
           attempts: int = ATTEMPTS, limits: Limits | None = None) -> str:
     """Stream ``url`` into ``partial``, hashing as bytes arrive; returns the SHA-256 hex digest.
@@ -324,33 +381,22 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
         if size is not None and have == size and have:
             return h.hexdigest()
         headers = {"Range": f"bytes={have}-"} if have else {}
-        try:
-            r = session.get(url, stream=True, timeout=limits.timeout, headers=headers)
-        except requests.TooManyRedirects:
-            raise DownloadError(f"download of {url}: too many redirects (a redirect loop?)") from None
-        except (requests.ConnectionError, requests.Timeout) as e:
-            final = unreachable(e)
-            if final:
-                raise DownloadError(f"download of {url}: {final}") from None
-            last = f"cannot reach {url}: {e.__class__.__name__}"
+        r, why = _get(session, url, limits, headers)
+        if r is None:
+            last = why
             failures += 1
             _again(failures, attempts if tries < MAX_TRIES else 0, limits, backoff(failures - 1), last, progress,
                    f"download of {url}")
             continue
-        except requests.RequestException as e:
-            raise DownloadError(f"download of {url}: {e.__class__.__name__}: {e}") from None
-        gained = 0
         with r:
             if r.status_code == 416 and have:
                 # our partial is longer than the file, or the server refuses ranges: start over
                 os.remove(partial)
-                h = None
-                last = "HTTP 416 on resume"
+                h, last = None, "HTTP 416 on resume"
                 failures += 1
                 continue
             if retryable_status(r.status_code):
-                last = f"HTTP {r.status_code} from {url}"
-                ra = retry_after(r)
+                last, ra = f"HTTP {r.status_code} from {url}", retry_after(r)
                 failures += 1
                 _again(failures, attempts if tries < MAX_TRIES else 0, limits,
                        backoff(failures - 1) if ra is None else ra, last, progress, f"download of {url}")
@@ -363,50 +409,24 @@ def fetch(session, url: str, partial: str, size: int | None = None, progress=Non
             if not resumed:
                 have = 0
                 h = hashlib.sha256()
-            limit = size
-            if limit is None:
-                try:
-                    limit = int(r.headers.get("Content-Length", "")) + have
-                except ValueError:
-                    limit = None
-            if limit is not None and limit > limits.max_download:
-                raise DownloadError(f"{url}: {limit} bytes is more than the download cap of {limits.max_download} "
-                                    f"({Limits.ENV['max_download']})")
+            limit = _declared_limit(r, size, have, limits, url)
             if progress is not None:
                 progress.start(size, have)
-            window_t, window_b = time.monotonic(), 0
+            sent = [0]  # bytes written by this attempt, counted as they arrive (a drop keeps the count)
             try:
                 with open(partial, "ab" if resumed else "wb") as f:
-                    for chunk in _chunks(r):
-                        n = len(chunk)
-                        if limit is not None and have + gained + n > limit:
-                            raise DownloadError(f"{url}: the server sent more than the {limit} bytes "
-                                                "the release declares; stopped reading")
-                        if have + gained + n > limits.max_download:
-                            raise DownloadError(f"{url}: more than the download cap of {limits.max_download} "
-                                                f"bytes ({Limits.ENV['max_download']}); stopped reading")
-                        f.write(chunk)
-                        h.update(chunk)
-                        gained += n
-                        window_b += n
-                        if progress is not None:
-                            progress.advance(n)
-                        now = time.monotonic()
-                        if now - window_t >= limits.speed_window:
-                            if window_b / (now - window_t) < limits.min_speed:
-                                raise _Slow(f"slower than {limits.min_speed:g} B/s for {limits.speed_window:g} s")
-                            window_t, window_b = now, 0
-                        limits.check(f"download of {url}")
+                    _write_body(r, f, h, url, have, limit, limits, progress, sent)
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                     _Slow) as e:
                 why = str(e) if isinstance(e, _Slow) else e.__class__.__name__
                 last = f"connection dropped after {os.path.getsize(partial)} bytes ({why})"
                 delay = backoff(failures)  # of the attempt that just failed (a drop after progress costs none)
-                if not gained:
+                if not sent[0]:
                     failures += 1
                 _again(failures, attempts if tries < MAX_TRIES else 0, limits, delay, last, progress,
                        f"download of {url}")
                 continue
+            gained = sent[0]
         got = os.path.getsize(partial)
         if size is not None and got < size:
             last = f"connection closed after {got} of {size} bytes"
