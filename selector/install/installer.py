@@ -229,6 +229,52 @@ def _check_space(todo, cache, from_files) -> None:
                            f"{' and '.join(f'{f}x' for f in sorted(factors))}; the old install stays until the swap)")
 
 
+def _read_local(a: Artifact, local: str) -> str:
+    """The SHA-256 of a downloaded archive given by --from-file, which must be the one the release
+    publishes."""
+    with step("reading", local):
+        sha = sha256_of(local)
+    if not check_digest(sha, a.expected_digest, local):
+        raise InstallError(f"SHA-256 mismatch for {local}: expected {a.expected_digest}, got sha256:{sha} "
+                           "(not the file the release publishes; nothing was installed)")
+    return sha
+
+
+def _record(a: Artifact, sha: str, local: str | None, staging: str, os_name: str, runtime_of) -> dict:
+    """The install record of an unpacked artifact, its files checked and the record written into it."""
+    record = {
+        "installed_by": "pick-backend",
+        "kind": a.kind,
+        "version": a.version,
+        "repository": a.repo,
+        "tag": a.tag,
+        "asset": a.asset,
+        "url": a.url,
+        "sha256": sha,
+        "verified": bool(a.expected_digest),
+        "digest_source": "pinned" if a.pinned_sha256 else ("api" if a.digest else None),
+        "from_file": os.path.abspath(local) if local else None,
+        "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    with step("checking the unpacked files in", staging):
+        if a.binary:
+            record["binary"] = find_binary(staging, a.binary, os_name).replace(os.sep, "/")
+        if a.expect:
+            if not os.path.exists(os.path.join(staging, *a.expect.split("/"))):
+                raise ArchiveError(f"{a.asset} does not contain {a.expect}")
+            record["expect"] = a.expect
+        if a.kind == "backend" and runtime_of is not None:
+            record["runtime"] = runtime_of.dest
+            record["runtime_version"] = runtime_of.version
+            record["runtime_expect"] = runtime_of.expect
+    with step("writing the install record in", staging):
+        write_own(staging, "version.txt", a.version + "\n")
+        write_own(staging, "install.json", json.dumps(record, indent=2) + "\n")
+        if a.method:
+            write_own(staging, "method.txt", a.method + "\n")
+    return record
+
+
 def _install_all(todo, cache, os_name, progress, results, limits, caps, from_files, verify, plan):
     from selector.install.github import download_session
 
@@ -243,22 +289,15 @@ def _install_all(todo, cache, os_name, progress, results, limits, caps, from_fil
             d = dest_path(cache, a)
             local = from_files.get(a.dest)
             if local:
-                with step("reading", local):
-                    sha = sha256_of(local)
-                if not check_digest(sha, a.expected_digest, local):
-                    raise InstallError(f"SHA-256 mismatch for {local}: expected {a.expected_digest}, got sha256:{sha} "
-                                       "(not the file the release publishes; nothing was installed)")
-                archive = local
+                sha, archive = _read_local(a, local), local
             else:
-                partial = os.path.join(os.path.dirname(d), f".{os.path.basename(d)}.{a.asset}.partial")
-                partials.append(partial)
+                archive = os.path.join(os.path.dirname(d), f".{os.path.basename(d)}.{a.asset}.partial")
+                partials.append(archive)
                 if progress is not None:
                     progress.new(a.asset)
-                if session is None:
-                    session = download_session()
-                with step("downloading to", partial):
-                    sha = fetch_verified(session, a.url, partial, a.size, a.expected_digest, progress, limits)
-                archive = partial
+                session = session or download_session()
+                with step("downloading to", archive):
+                    sha = fetch_verified(session, a.url, archive, a.size, a.expected_digest, progress, limits)
             crash_point("downloaded")
             staging = d + ".staging"
             stagings.append(staging)
@@ -271,36 +310,7 @@ def _install_all(todo, cache, os_name, progress, results, limits, caps, from_fil
                 with step("removing", archive):
                     os.remove(archive)
             crash_point("unpacked")
-            record = {
-                "installed_by": "pick-backend",
-                "kind": a.kind,
-                "version": a.version,
-                "repository": a.repo,
-                "tag": a.tag,
-                "asset": a.asset,
-                "url": a.url,
-                "sha256": sha,
-                "verified": bool(a.expected_digest),
-                "digest_source": "pinned" if a.pinned_sha256 else ("api" if a.digest else None),
-                "from_file": os.path.abspath(local) if local else None,
-                "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            with step("checking the unpacked files in", staging):
-                if a.binary:
-                    record["binary"] = find_binary(staging, a.binary, os_name).replace(os.sep, "/")
-                if a.expect:
-                    if not os.path.exists(os.path.join(staging, *a.expect.split("/"))):
-                        raise ArchiveError(f"{a.asset} does not contain {a.expect}")
-                    record["expect"] = a.expect
-                if a.kind == "backend" and runtime_of is not None:
-                    record["runtime"] = runtime_of.dest
-                    record["runtime_version"] = runtime_of.version
-                    record["runtime_expect"] = runtime_of.expect
-            with step("writing the install record in", staging):
-                write_own(staging, "version.txt", a.version + "\n")
-                write_own(staging, "install.json", json.dumps(record, indent=2) + "\n")
-                if a.method:
-                    write_own(staging, "method.txt", a.method + "\n")
+            record = _record(a, sha, local, staging, os_name, runtime_of)
             staged.append((a, staging, d, record))
         if verify is not None:  # install --verify: the new build must see the device before it replaces the old
             for a, staging, d, record in staged:
