@@ -166,16 +166,9 @@ def _fill(pattern: str, values: dict) -> str:
     return out
 
 
-def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str, arch: str, pins: dict,
-         env=None, hw_gfx: str | None = None) -> Plan:
-    """The artifacts to install for ``backend`` of ``recipe`` on ``device`` (the engine's choice).
-
-    ``hw_gfx`` is the hardware gfx target of the chosen AMD GPU (the profile's ``AmdGpu.gfx``, which
-    ``HSA_OVERRIDE_GFX_VERSION`` does not change); Lemonade names ROCm assets and the TheRock directory
-    after it.  Without it the device's family (the effective target) stands in."""
-    env = os.environ if env is None else env
+def _rule(assets: dict, recipe, backend: str, dirname: str, os_name: str, arch: str):
+    """(the recipe's asset rules, the rule for this OS and arch); NoRule, saying why, where none is."""
     rname = recipe.name
-    dirname = install_dir_name(recipe, backend, channel)
     reason = ((assets.get("no_install") or {}).get(rname) or {}).get(backend)
     if isinstance(reason, str):
         raise NoRule(f"no install rule for {rname} {backend}: {reason}")
@@ -198,7 +191,42 @@ def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str,
     if rule is None:
         have = ", ".join(f"{r['os']}/{r['arch']}" for r in rules)
         raise NoRule(f"no install rule for {rname} {backend} on {os_name}/{arch} (published for: {have})")
+    return rdata, rule
 
+
+def _therock(assets: dict, therock: dict, rname: str, backend: str, gfx, os_name: str, env):
+    """The TheRock runtime a ROCm build needs on this GPU (None where Lemonade installs none)."""
+    if not therock:
+        raise NoRule(f"{rname} {backend} needs the TheRock runtime but the assets file has no 'therock' block")
+    if not gfx:
+        raise NoRule(f"{rname} {backend}: the TheRock runtime is chosen by the GPU's gfx target; none was found")
+    rock_arch = lemonade_rocm_arch(assets, gfx, os_name)
+    known = therock.get("architectures")
+    if known is not None and rock_arch not in known:
+        # Lemonade installs no runtime for an arch it does not list (backend_manager.cpp:241-254)
+        return None
+    mapped = therock["url_mapping"].get(rock_arch) or rock_arch  # unmapped: verbatim, as Lemonade does
+    version = therock["version"]
+    os_word = (therock.get("os_names") or {}).get(os_name, os_name)
+    rt_asset = _fill(therock["asset"], {"os": os_word, "therock": mapped, "version": version})
+    base = (env.get(THEROCK_URL_ENV) or therock["base_url"]).rstrip("/")
+    dest = _fill(therock["dir"], {"arch": rock_arch, "version": version})
+    expect = (therock.get("expect_by_os") or {}).get(os_name) or therock.get("expect")
+    return Artifact("runtime", dest, version, rt_asset, url=f"{base}/{rt_asset}", expect=expect,
+                    pinned_sha256=pinned_checksum(assets, None, None, rt_asset), method="tarball")
+
+
+def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str, arch: str, pins: dict,
+         env=None, hw_gfx: str | None = None) -> Plan:
+    """The artifacts to install for ``backend`` of ``recipe`` on ``device`` (the engine's choice).
+
+    ``hw_gfx`` is the hardware gfx target of the chosen AMD GPU (the profile's ``AmdGpu.gfx``, which
+    ``HSA_OVERRIDE_GFX_VERSION`` does not change); Lemonade names ROCm assets and the TheRock directory
+    after it.  Without it the device's family (the effective target) stands in."""
+    env = os.environ if env is None else env
+    rname = recipe.name
+    dirname = install_dir_name(recipe, backend, channel)
+    rdata, rule = _rule(assets, recipe, backend, dirname, os_name, arch)
     therock = assets.get("therock") or {}
     gfx = device.family if device is not None and device.type == "amd_gpu" else None
     if gfx and hw_gfx:
@@ -250,25 +278,7 @@ def plan(assets: dict, recipe, backend: str, channel: str, device, os_name: str,
                     binary=rdata["binary"], pinned_sha256=pinned_checksum(assets, rule["repo"], release, asset))
     out = Plan(rname, backend, dirname, release, [main])
 
-    if rule.get("runtime") == "therock":
-        if not therock:
-            raise NoRule(f"{rname} {backend} needs the TheRock runtime but the assets file has no 'therock' block")
-        if not gfx:
-            raise NoRule(f"{rname} {backend}: the TheRock runtime is chosen by the GPU's gfx target; none was found")
-        rock_arch = lemonade_rocm_arch(assets, gfx, os_name)
-        known = therock.get("architectures")
-        if known is not None and rock_arch not in known:
-            # Lemonade installs no runtime for an arch it does not list (backend_manager.cpp:241-254)
-            return out
-        mapped = therock["url_mapping"].get(rock_arch) or rock_arch  # unmapped: verbatim, as Lemonade does
-        version = therock["version"]
-        os_word = (therock.get("os_names") or {}).get(os_name, os_name)
-        rt_asset = _fill(therock["asset"], {"os": os_word, "therock": mapped, "version": version})
-        base = (env.get(THEROCK_URL_ENV) or therock["base_url"]).rstrip("/")
-        url = f"{base}/{rt_asset}"
-        dest = _fill(therock["dir"], {"arch": rock_arch, "version": version})
-        expect = (therock.get("expect_by_os") or {}).get(os_name) or therock.get("expect")
-        out.artifacts.append(Artifact("runtime", dest, version, rt_asset, url=url, expect=expect,
-                                      pinned_sha256=pinned_checksum(assets, None, None, rt_asset),
-                                      method="tarball"))
+    runtime = _therock(assets, therock, rname, backend, gfx, os_name, env) if rule.get("runtime") == "therock" else None
+    if runtime is not None:
+        out.artifacts.append(runtime)
     return out
