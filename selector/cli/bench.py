@@ -257,12 +257,12 @@ def _fit(profile, d, path: str, model, ctx: int) -> tuple[str | None, int]:
         raise Fail(EXIT_INPUT, str(e)) from None
     except fit.FitError:
         return None, 99
-    if res["status"] == "no":
+    if not res.fits:
         return (f"{model.label} does not fit on {d.device.name if d.device else 'this machine'}; nothing to measure "
                 f"(`pick-backend plan {d.recipe} --model {path}` says what would)"), 0
-    if res["status"] == "partial":
-        _say(f"{model.label}: {res['ngl']} of {res['n_layer'] + 1} layers fit on the GPU; measuring with -ngl {res['ngl']}")
-        return None, res["ngl"]
+    if res.status is fit.Status.PARTIAL:
+        _say(f"{model.label}: {res.ngl} of {res.n_layer + 1} layers fit on the GPU; measuring with -ngl {res.ngl}")
+        return None, res.ngl
     return None, 99
 
 

@@ -211,3 +211,32 @@ def _file_type(ft) -> str | None:
     except ValueError:
         return f"type {ft}"
     return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+GUESS_LAYERS = 100  # the layers a guess spreads the download over: -ngl of a guess is in hundredths of it
+_QUANT = re.compile(r"(?<![A-Za-z0-9])(IQ4_NL|MXFP4|Q[2-8]_K|Q[458]_[01])", re.IGNORECASE)
+
+
+def quant_type(name: str) -> str | None:
+    """The matrix type a GGUF's quantization label names (Q4_K_M -> Q4_K, UD-Q4_K_XL -> Q4_K), or None."""
+    m = _QUANT.search(name or "")
+    return m[1].upper() if m else None
+
+
+def guess(size_bytes: int, name: str = "") -> dict:
+    """Facts of a model whose header was not read, from its download size alone: a guess.  The weights in
+    equal layers and nothing else (no KV cache, no compute buffer: those are the header's, and none is
+    counted rather than one made up); the matrices of the type its quantization label names, so a CPU
+    that repacks that type counts a repacked copy of all of them (at most what it copies: a label's
+    mixture keeps some tensors in other types)."""
+    n = GUESS_LAYERS
+    each = size_bytes // n
+    q = quant_type(name)
+    return {"version": VERSION, "source": name, "arch": None, "guess": True, "name": None, "file_type": q,
+            "params": None, "size_bytes": size_bytes, "weights_bytes": each * n, "splits": 1,
+            "n_layer": n, "n_embd": 0, "n_vocab": 0, "n_ctx_train": None, "n_head": [0] * n, "n_head_kv": [0] * n,
+            "head_k": 0, "head_v": 0, "n_swa": 0, "swa": [False] * n, "n_expert": 0, "n_expert_used": 0,
+            "n_ff": [0] * n, "kv_lora_rank": None, "recurrent": True, "layer_bytes": [each] * n,
+            "expert_bytes": [0] * n, "input_bytes": 0, "output_bytes": 0, "lookup_bytes": 0,
+            "tied_embeddings": False, "matmul": [{q: [each, each]} if q else {} for _ in range(n)],
+            "output_matmul": {}}

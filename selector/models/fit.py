@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass, replace
+from enum import Enum
 
 from selector.models.facts import fit_table
 
@@ -268,31 +269,190 @@ def _largest_ctx(fits, lo: int, hi: int) -> int | None:
     return a * step
 
 
-def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None, cpu_budget: int | None = None,
-         cpu: tuple | None = None, ctx: int | None = None, bandwidth: tuple | None = None) -> dict:
-    """Where the model goes.  ``devices``: the GPUs the build serves, best first, each
-    ``{"name", "budget"}`` (bytes an engine may allocate there, the reserve not yet taken off).
-    ``run``: the engine parameters; its ``ctx`` is the context asked for, or 0 for the largest
-    that fits (``ctx=`` says the same).  ``cpu``: (arch, flags) of the machine, for a CPU build's
-    repacked weights.
 
-    Answer ``status``: "fits" (one device, context ``ctx``), "split" (all layers over several
-    devices by ``tensor_split``), "partial" (the last ``ngl`` layers on the GPUs, split as for "split"
-    where there are several, the rest on the CPU), "experts" (every layer on the GPUs but the experts
-    of the first ``n_cpu_moe`` layers, which stay in system memory: --n-cpu-moe), "cpu" (a CPU build: it fits in system memory),
-    or "no" (with ``suggest``).  Where both "partial" and "experts" fit, the faster by the bandwidth
-    bound wins (``bandwidth``: GB/s of the first device and of system memory; without them, the one
-    that reads less from system memory per token); ``instead_of`` is the other.
-    """
+class Status(str, Enum):
+    """Where the model goes: one GPU (``fits``), several (``split``), the last ``ngl`` layers on the GPUs
+    and the rest on the CPU (``partial``), every layer on the GPUs but the experts of the first
+    ``n_cpu_moe`` layers (``experts``), a CPU build in system memory (``cpu``), or nowhere (``no``)."""
+    FITS = "fits"
+    SPLIT = "split"
+    PARTIAL = "partial"
+    EXPERTS = "experts"
+    CPU = "cpu"
+    NO = "no"
+
+
+class Context(str, Enum):
+    """Why the plan has its context: asked (--ctx-size), the largest that fits whole (up to the trained
+    context), or, where the whole model fits at no context from MIN_CTX up, the default DEFAULT_CTX
+    (the trained context where that is smaller)."""
+    ASKED = "asked"
+    LARGEST = "largest"
+    DEFAULT = "default"
+
+
+class Memory(str, Enum):
+    """The memory a shortfall is of."""
+    VRAM = "VRAM"
+    GPUS = "VRAM over the GPUs"
+    SHARED = "memory"  # a GPU whose memory is system memory
+    SYSTEM = "system memory"
+
+
+@dataclass(frozen=True)
+class DeviceNeed:
+    """What one GPU holds, as llama.cpp's buffers (weights, KV of which kv_swa in the sliding-window
+    cache, compute), and what it can give (its budget less the runtime's reserve)."""
+    name: str
+    weights: int
+    kv: int
+    kv_swa: int
+    compute: int
+    budget: int
+    memory: str | None = None  # the memory it lands in, in the probe's words: VRAM, VRAM + GTT, unified
+    id: str | None = None  # the build's own name of the device (ROCm0), from a verify
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.compute
+
+
+@dataclass(frozen=True)
+class HostNeed:
+    """System memory, as llama.cpp's CPU buffers: weights (the mapped file on a CPU build; token_embd
+    and what -ngl / --n-cpu-moe leave there on a GPU build), the repacked copy, KV, compute, output."""
+    weights: int
+    repack: int
+    kv: int
+    kv_swa: int
+    compute: int
+    output: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.repack + self.kv + self.compute + self.output
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One placement of the model: the status, -ngl, --n-cpu-moe, --tensor-split, what each GPU and
+    system memory hold, and the weights read per generated token from each (partial, experts)."""
+    status: Status
+    ngl: int
+    devices: tuple[DeviceNeed, ...] = ()
+    host: HostNeed | None = None
+    n_cpu_moe: int = 0
+    tensor_split: tuple[float, ...] = ()
+    cpu_read: int | None = None
+    gpu_read: int | None = None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What would fit instead: ``memory`` (``bytes`` more of ``memory``), ``cache_type`` (a q8_0 cache
+    saves ``bytes``), ``ctx_size`` (the context ``ctx`` per slot fits), ``quant`` (weights of at most
+    ``bytes``; this model's are ``current``)."""
+    kind: str
+    bytes: int = 0
+    memory: Memory | None = None
+    ctx: int | None = None
+    parallel: int = 1
+    current: int = 0
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        if self.kind == "cache_type":
+            return ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")
+        if self.kind == "ctx_size":
+            return ("--ctx-size", str(self.ctx * self.parallel))
+        return ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The plan of one model on one machine, planned once: the layout chosen, the one not taken
+    (``instead_of``), the parameters the line pins (``run``; ``run.ctx`` is the planned context of one
+    slot), system memory's budget, and what would fit better."""
+    runtime: str
+    gpu_layers: bool  # whether the line says -ngl: a build running on the CPU has no GPU to give layers
+    n_layer: int
+    trained_ctx: int | None
+    run: Run
+    asked_ctx: int | None
+    context: Context
+    layout: Layout
+    host_budget: int | None  # system memory usable by the engine, less the reserve; None: not known
+    instead_of: Layout | None = None
+    suggest: tuple[Suggestion, ...] = ()
+    shared: bool = False  # the GPU's memory is system memory: there is no other memory to move to
+
+    status = property(lambda self: self.layout.status)
+    ngl = property(lambda self: self.layout.ngl)
+    n_cpu_moe = property(lambda self: self.layout.n_cpu_moe)
+    tensor_split = property(lambda self: self.layout.tensor_split)
+    devices = property(lambda self: self.layout.devices)
+    host = property(lambda self: self.layout.host)
+    ctx = property(lambda self: self.run.ctx)
+    n_ctx = property(lambda self: self.run.n_ctx)
+    parallel = property(lambda self: self.run.parallel)
+
+    @property
+    def fits(self) -> bool:
+        return self.status is not Status.NO
+
+    @property
+    def padded(self) -> bool:
+        """The context is below llama.cpp's least: it allocates more cells than asked (n_ctx)."""
+        return self.run.n_ctx > self.run.ctx * self.run.parallel
+
+
+def _need(d: dict, need: dict, budget: int) -> DeviceNeed:
+    memory = d.get("memory")
+    return DeviceNeed(d["name"], need["weights"], need["kv"], need["kv_swa"], need["compute"], max(budget, 0),
+                      memory(need["total"]) if callable(memory) else memory, d.get("id") or None)
+
+
+def _host(h: dict) -> HostNeed:
+    return HostNeed(h["weights"], h["repack"], h["kv"], h["kv_swa"], h["compute"], h["output"])
+
+
+DEFAULT_CTX = 4096  # the context planned where the whole model fits at no context from MIN_CTX up
+
+
+def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None, cpu_budget: int | None = None,
+         cpu: tuple | None = None, ctx: int | None = None, bandwidth=None, offload: bool = True) -> Plan:
+    """Where the model goes.  ``devices``: the GPUs the build serves, best first, each ``{"name",
+    "budget"}`` (bytes an engine may allocate there, the reserve not yet taken off; optional "memory":
+    need -> words, "id", "shared").  ``run``: the engine parameters; its ``ctx`` is the context asked
+    for, or 0 for the largest that fits (``ctx=`` says the same).  ``cpu``: (arch, flags) of the
+    machine, for a CPU build's repacked weights.  ``bandwidth``: GB/s of the slowest GPU and of
+    system memory (or a function giving them, called only where they are needed), which decide between "partial" and "experts" where both fit (without them, the
+    one that reads less from system memory per token wins); the other is ``instead_of``.  ``offload``
+    False: an engine that cannot keep part of the model in system memory (whisper.cpp, sd.cpp)."""
     run = run or Run(ctx=0)
     if ctx is not None:
         run = replace(run, ctx=ctx)
-    asked = run.ctx or None
+    asked, train = _checked(facts, run)
+    host_budget = None if cpu_budget is None else max(cpu_budget - reserve("cpu"), 0)
+    gpus = [d for d in devices if d.get("budget")]
+    if backend == "cpu" or not gpus:
+        c, why, layout, suggest = _cpu_plan(facts, run, asked, train, host_budget, cpu or ("", ()))
+        alt = None
+    else:
+        c, why, layout, alt, suggest = _gpu_plan(facts, gpus, backend, run, asked, train, cpu_budget, bandwidth,
+                                                 offload)
+    return Plan(runtime=backend, gpu_layers=bool(devices), n_layer=facts["n_layer"], trained_ctx=facts.get("n_ctx_train"),
+                run=replace(run, ctx=c), asked_ctx=asked, context=why, layout=layout, host_budget=host_budget,
+                instead_of=alt, suggest=tuple(suggest), shared=bool(gpus and gpus[0].get("shared")))
+
+
+def _checked(facts: dict, run: Run) -> tuple[int | None, int]:
+    """(the context asked, or None; the largest a search may try): refuses what llama.cpp would."""
     cache_bytes(run.type_k), cache_bytes(run.type_v)
     if not 1 <= run.parallel <= MAX_SLOTS:
         raise FitError(f"--parallel {run.parallel}: llama-server takes 1 to {MAX_SLOTS} slots (LLAMA_MAX_SEQ)")
-    n_layer = facts["n_layer"]
-    train = facts.get("n_ctx_train") or 4096
+    asked = run.ctx or None
+    train = facts.get("n_ctx_train") or DEFAULT_CTX
     if asked is not None:
         if asked <= 0:
             raise FitError(f"--ctx-size {asked}: a context is a positive number of tokens")
@@ -300,61 +460,56 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
             raise FitError(f"--ctx-size {asked} is past the context the model was trained for ({train}); "
                            "llama.cpp would need rope scaling (--rope-scaling) for that")
         train = max(train, asked)
-    lo = min(MIN_CTX, train)
-    all_layers = n_layer + 1
-    res = {"backend": backend, "n_layer": n_layer, "trained_ctx": facts.get("n_ctx_train"),
-           "flash_attn": run.flash_attn, "type_k": run.type_k, "type_v": run.type_v, "parallel": run.parallel,
-           "ubatch": run.ubatch, "batch": run.batch}
-    gpus = [d for d in devices if d.get("budget")]
+    return asked, train
+
+
+def _context(fits, asked: int | None, train: int) -> tuple[int | None, Context]:
+    """The context at which ``fits`` holds: the one asked, else the largest from MIN_CTX to ``train``."""
+    if asked is not None:
+        return (asked if fits(asked) else None), Context.ASKED
+    return _largest_ctx(fits, min(MIN_CTX, train), train), Context.LARGEST
+
+
+def _default(asked: int | None, train: int) -> tuple[int, Context]:
+    """The context of a plan where the whole model fits at none: the one asked, else DEFAULT_CTX."""
+    return (asked, Context.ASKED) if asked is not None else (min(train, DEFAULT_CTX), Context.DEFAULT)
+
+
+def _cpu_plan(facts, run, asked, train, budget, cpu):
+    """A CPU build: every layer in system memory, the file mapped and the repacked copy beside it."""
     at = lambda c: replace(run, ctx=c)  # noqa: E731
+    need = lambda c: on_cpu(facts, 0, at(c), cpu)  # noqa: E731
+    fits = lambda c: need(c)["total"] <= (budget or 0)  # noqa: E731
+    got, why = _context(fits, asked, train)
+    c, why = (got, why) if got is not None else _default(asked, train)
+    host = need(c)
+    if got is None:
+        short = host["total"] - (budget or 0)
+        return c, why, Layout(Status.NO, 0, host=_host(host)), _suggest(facts, short, at(c), fits, Memory.SYSTEM,
+                                                                         host["repack"])
+    return c, why, Layout(Status.CPU, 0, host=_host(host)), []
 
-    if backend == "cpu" or not gpus:
-        budget = (cpu_budget or 0) - reserve("cpu")
-        need = lambda c: on_cpu(facts, 0, at(c), cpu or ("", ()))  # noqa: E731
-        fits = lambda c: need(c)["total"] <= budget  # noqa: E731
-        got = (asked if fits(asked) else None) if asked is not None else _largest_ctx(fits, lo, train)
-        c = got or asked or lo
-        base = {**res, "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0, "cpu": need(c), "cpu_bytes": need(c)["total"],
-                "cpu_budget": max(budget, 0), "devices": []}
-        if got is None:
-            return {**base, "status": "no",
-                    "suggest": _suggest(facts, need(c)["total"] - budget, at(c), fits, "system memory")}
-        return {**base, "status": "cpu"}
 
-    first = gpus[0]
-    budget0 = first["budget"] - reserve(backend)
-
-    def one(c):
-        return on_gpu(facts, all_layers, at(c))["total"] <= budget0
-
-    def devices_of(placed):
-        """The GPUs that hold a part (a GPU given a share of 0 holds none), and the split the line gives."""
-        shares, needs = placed
-        out = {"devices": [_dev(g, n, g["budget"] - reserve(backend)) for g, n in zip(gpus, needs) if n is not None]}
-        return {**out, "tensor_split": shares} if shares else out
-
-    # several GPUs serve the build: llama.cpp spreads the layers over all of them unless told otherwise
-    # (split mode layer, in proportion to their free memory), so the plan does as the line will
-    got = None if len(gpus) > 1 else \
-        (asked if one(asked) else None) if asked is not None else _largest_ctx(one, lo, train)
-    if got is not None:
-        need = on_gpu(facts, all_layers, at(got))
-        host = on_cpu(facts, all_layers, at(got))
-        return {**res, "status": "fits", "ctx": got, "n_ctx": at(got).n_ctx, "ngl": all_layers,
-                "devices": [_dev(first, need, budget0)], "cpu": host, "cpu_bytes": host["total"]}
-    if len(gpus) > 1:
-        split = _split(facts, gpus, backend, run)
-        got = (asked if split(asked) else None) if asked is not None else \
-            _largest_ctx(lambda c: split(c) is not None, lo, train)
-        if got is not None:
-            shares, needs = split(got)
-            host = on_cpu(facts, all_layers, at(got))
-            return {**res, "status": "split", "ctx": got, "n_ctx": at(got).n_ctx, "ngl": all_layers,
-                    **devices_of((shares, needs)), "cpu": host, "cpu_bytes": host["total"]}
-    c = asked if asked is not None else min(train, 4096)
-    # layers (or experts) left in system memory: over every GPU the build serves, in proportion, as
-    # --tensor-split gives llama.cpp the offloaded layers; on one GPU, the last -ngl layers
+def _gpu_plan(facts, gpus, backend, run, asked, train, cpu_budget, bandwidth, offload=True):
+    """A GPU build: the whole model on one GPU, split over several, else part of it in system memory."""
+    n_layer, all_layers = facts["n_layer"], facts["n_layer"] + 1
+    budget0 = gpus[0]["budget"] - reserve(backend)
+    at = lambda c: replace(run, ctx=c)  # noqa: E731
     spread = _split(facts, gpus, backend, run) if len(gpus) > 1 else None
+    if spread is None:
+        whole = lambda c: on_gpu(facts, all_layers, at(c))["total"] <= budget0  # noqa: E731
+    else:
+        whole = lambda c: spread(c) is not None  # noqa: E731
+    got, why = _context(whole, asked, train)
+    if got is not None:
+        host = _host(on_cpu(facts, all_layers, at(got)))
+        if spread is None:
+            return got, why, Layout(Status.FITS, all_layers, (_need(gpus[0], on_gpu(facts, all_layers, at(got)),
+                                                                     budget0),), host), None, []
+        shares, needs = spread(got)
+        return got, why, Layout(Status.SPLIT, all_layers, _needs(gpus, needs, backend), host,
+                                tensor_split=tuple(shares)), None, []
+    c, why = _default(asked, train)
 
     def place(ngl, cpu_moe=0):
         if spread is not None:
@@ -362,56 +517,61 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
         need = on_gpu(facts, ngl, at(c), cpu_moe=cpu_moe)
         return (None, [need]) if need["total"] <= budget0 else None
 
-
-    k = 0
-    for ngl in range(n_layer, 0, -1):
-        if place(ngl) is not None:
-            k = ngl
-            break
-    host = on_cpu(facts, k, at(c))
-    cpu_room = (cpu_budget or 0) - reserve("cpu")
     short = spread.short(c) if spread is not None else on_gpu(facts, all_layers, at(c))["total"] - budget0
-    fits_whole = one if spread is None else (lambda x: spread(x) is not None)
-    suggest = _suggest(facts, short, at(c), fits_whole, "memory" if first.get("shared") else
-                       "VRAM" if spread is None else "VRAM over the GPUs")
-    room = lambda h: cpu_budget is None or h["total"] <= cpu_room  # noqa: E731
-    cands = []
-    if first.get("shared"):  # the GPU's memory is system memory: layers or experts moved out take the same room
-        k = 0
-    if k and room(host):
-        cands.append({"status": "partial", "ngl": k, "placed": place(k), "host": host,
-                      "cpu_read": sum(layer_active(facts, il) for il in range(gpu_start(n_layer, k)))})
-    n_moe = None if first.get("shared") else _fewest_cpu_moe(facts, lambda n: place(all_layers, n) is not None)
-    if n_moe is not None and room(on_cpu(facts, all_layers, at(c), cpu_moe=n_moe)):
-        cands.append({"status": "experts", "ngl": all_layers, "n_cpu_moe": n_moe,
-                      "placed": place(all_layers, n_moe),
-                      "host": on_cpu(facts, all_layers, at(c), cpu_moe=n_moe),
-                      "cpu_read": sum(expert_active(facts, il) for il in range(n_moe))})
-    if cands:
-        for x in cands:
-            x["gpu_read"] = active_bytes(facts) - x["cpu_read"]
-            x["seconds"] = _seconds(x, bandwidth)
-        # the faster by the bandwidth bound; without bandwidths, the one reading less from system memory
-        best = min(cands, key=lambda x: (x["seconds"] if x["seconds"] is not None else 0, x["cpu_read"]))
-        other = [x for x in cands if x is not best]
-        out = {**res, "status": best["status"], "ctx": c, "n_ctx": at(c).n_ctx, "ngl": best["ngl"],
-               **devices_of(best["placed"]), "cpu": best["host"], "cpu_bytes": best["host"]["total"],
-               "suggest": suggest, "cpu_read_bytes": best["cpu_read"], "gpu_read_bytes": best["gpu_read"]}
-        if "n_cpu_moe" in best:
-            out["n_cpu_moe"] = best["n_cpu_moe"]
-        if other:
-            o = other[0]
-            out["instead_of"] = {"status": o["status"], "ngl": o["ngl"], "cpu_read_bytes": o["cpu_read"],
-                                 "gpu_read_bytes": o["gpu_read"], **({"n_cpu_moe": o["n_cpu_moe"]} if "n_cpu_moe" in o else {})}
-        return out
-    host0 = on_cpu(facts, 0, at(c))
-    out = {**res, "status": "no", "ctx": c, "n_ctx": at(c).n_ctx, "ngl": 0,
-           "devices": [_dev(first, on_gpu(facts, all_layers, at(c)), budget0)],
-           "cpu": host0, "cpu_bytes": host0["total"], "suggest": suggest}
-    if first.get("shared"):  # one memory: what the GPU needs is the whole of it
-        del out["cpu"]
-    return out
+    memory = Memory.SHARED if gpus[0].get("shared") else Memory.VRAM if spread is None else Memory.GPUS
+    suggest = _suggest(facts, short, at(c), whole, memory)
+    cands, over = _candidates(facts, gpus, backend, at(c), place, cpu_budget) if offload else ([], 0)
+    if not cands:
+        host0 = None if gpus[0].get("shared") else _host(on_cpu(facts, 0, at(c)))
+        layout = Layout(Status.NO, 0, (_need(gpus[0], on_gpu(facts, all_layers, at(c)), budget0),), host0)
+        more = [Suggestion("memory", over, Memory.SYSTEM)] if over else []
+        return c, why, layout, None, more + suggest
+    # the faster by the bandwidth bound; without bandwidths, the one reading less from system memory
+    bw = (bandwidth() if callable(bandwidth) else bandwidth) if len(cands) > 1 else None
+    timed = [(_seconds(x, bw), x) for x in cands]
+    best = min(timed, key=lambda t: (t[0] if t[0] is not None else 0, t[1].cpu_read))[1]
+    other = next((x for x in cands if x is not best), None)
+    return c, why, best, other, suggest
 
+
+def _candidates(facts, gpus, backend, run, place, cpu_budget) -> tuple[list[Layout], int]:
+    """The layouts with part of the model in system memory that fit: -ngl K (the last K layers on the
+    GPUs) and --n-cpu-moe N (the experts of the first N layers in system memory); and, where -ngl K
+    would fit the GPUs but not system memory, by how many bytes system memory is short."""
+    n_layer, all_layers = facts["n_layer"], facts["n_layer"] + 1
+    if gpus[0].get("shared"):  # the GPU's memory is system memory: what moves out takes the same room
+        return [], 0
+    room = (cpu_budget or 0) - reserve("cpu")
+    fits_host = lambda h: cpu_budget is None or h["total"] <= room  # noqa: E731
+    out, short = [], []
+    k = next((ngl for ngl in range(n_layer, 0, -1) if place(ngl) is not None), 0)
+    if k:
+        host = on_cpu(facts, k, run)
+        if fits_host(host):
+            out.append(_layout(facts, gpus, backend, Status.PARTIAL, k, 0, place(k), host,
+                               sum(layer_active(facts, il) for il in range(gpu_start(n_layer, k)))))
+        else:
+            short.append(host["total"] - room)
+    n_moe = _fewest_cpu_moe(facts, lambda n: place(all_layers, n) is not None)
+    if n_moe is not None:
+        host = on_cpu(facts, all_layers, run, cpu_moe=n_moe)
+        if fits_host(host):
+            out.append(_layout(facts, gpus, backend, Status.EXPERTS, all_layers, n_moe, place(all_layers, n_moe), host,
+                               sum(expert_active(facts, il) for il in range(n_moe))))
+        else:
+            short.append(host["total"] - room)
+    return out, (min(short) if short and not out else 0)
+
+
+def _layout(facts, gpus, backend, status, ngl, n_cpu_moe, placed, host, cpu_read) -> Layout:
+    shares, needs = placed
+    return Layout(status, ngl, _needs(gpus, needs, backend), _host(host), n_cpu_moe, tuple(shares or ()),
+                  cpu_read, active_bytes(facts) - cpu_read)
+
+
+def _needs(gpus, needs, backend) -> tuple[DeviceNeed, ...]:
+    """The GPUs that hold a part (a GPU given a share of 0 holds none)."""
+    return tuple(_need(g, n, g["budget"] - reserve(backend)) for g, n in zip(gpus, needs) if n is not None)
 
 def layer_active(facts: dict, il: int) -> int:
     """Bytes of layer ``il`` read per generated token: all of it but the experts not routed to."""
@@ -450,21 +610,13 @@ def _fewest_cpu_moe(facts: dict, fits) -> int | None:
     return hi
 
 
-def _seconds(cand: dict, bandwidth) -> float | None:
+def _seconds(cand: Layout, bandwidth) -> float | None:
     """Seconds per token by the bandwidth bound: the GPU's share at its bandwidth, the CPU's at system
     memory's; None when either is unknown."""
     gpu, cpu = bandwidth or (None, None)
     if not gpu or not cpu:
         return None
-    return cand["gpu_read"] / (gpu * 1e9) + cand["cpu_read"] / (cpu * 1e9)
-
-
-def _dev(d: dict, need: dict, budget: int) -> dict:
-    return {"name": d["name"], "needs_bytes": need["total"], "weights_bytes": need["weights"],
-            "kv_bytes": need["kv"], "kv_swa_bytes": need["kv_swa"], "compute_bytes": need["compute"],
-            "budget_bytes": max(budget, 0),
-            **({"memory": d["memory"](need["total"])} if callable(d.get("memory")) else {}),
-            **({"id": d["id"]} if d.get("id") else {})}
+    return cand.gpu_read / (gpu * 1e9) + cand.cpu_read / (cpu * 1e9)
 
 
 def _f32(x: float) -> float:
@@ -513,27 +665,25 @@ def _split(facts, gpus, backend, run: Run):
     return check
 
 
-def _suggest(facts, short: int, run: Run, fits, memory: str = "VRAM") -> list[dict]:
+
+
+def _suggest(facts, short: int, run: Run, fits, memory: Memory, repack: int = 0) -> list[Suggestion]:
     """What would fit instead of ``short`` bytes too many at ``run.ctx``: more memory, a q8_0 cache, the
-    largest context that fits (``fits(ctx)``), a smaller quantization."""
-    out = [{"kind": "memory", "more_bytes": short,
-            "says": f"{-(-short * 10 // (1 << 30)) / 10:.1f} GiB more {memory} holds it whole as it is"}] if short > 0 else []
+    largest context that fits (``fits(ctx)``), a smaller quantization.  ``repack``: the CPU's repacked
+    copy of these weights, which a smaller quantization of the same kind has in the same proportion."""
+    out = [Suggestion("memory", short, memory)] if short > 0 else []
     kv = kv_bytes(facts, run)["total"]
     if run.type_k == "f16" and kv:
         saved = kv - kv_bytes(facts, replace(run, type_k="q8_0", type_v="q8_0"))["total"]
         if saved >= short:
-            out.append({"kind": "cache_type", "flags": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"],
-                        "says": f"a q8_0 KV cache saves {saved / (1 << 30):.1f} GiB (needs flash attention for V)"})
+            out.append(Suggestion("cache_type", saved))
     step = fit_table()["ctx_pad"]
     if kv and run.ctx > step:
         smaller = _largest_ctx(fits, step, run.ctx - step)
         if smaller is not None:
-            out.append({"kind": "ctx_size", "flags": ["--ctx-size", str(smaller * run.parallel)],
-                        "says": f"a context of {smaller} tokens" + (" per slot" if run.parallel > 1 else "")
-                                + " fits"})
+            out.append(Suggestion("ctx_size", ctx=smaller, parallel=run.parallel))
     weights = facts["weights_bytes"]
-    if weights > short:
-        out.append({"kind": "quant", "max_weights_bytes": weights - short,
-                    "says": f"a quantization of at most {(weights - short) / (1 << 30):.1f} GiB of weights "
-                            f"(this one is {weights / (1 << 30):.1f} GiB)"})
+    if weights + repack > short:
+        # weights w of this kind take w * (weights + repack) / weights: the room left, in weights
+        out.append(Suggestion("quant", (weights + repack - short) * weights // (weights + repack), current=weights))
     return out

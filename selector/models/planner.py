@@ -54,14 +54,6 @@ def targets(profile, decision, verdict, device_ids: dict | None = None) -> list[
     return out
 
 
-def plan_env(run_env: dict, res: dict) -> dict:
-    """The run environment of a plan: a CUDA split also fixes CUDA's device order to PCI order (its
-    default is fastest first), the order the --tensor-split shares are given in."""
-    if res.get("tensor_split") and res.get("runtime") == "cuda" and "CUDA_DEVICE_ORDER" not in run_env:
-        return {**run_env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    return dict(run_env)
-
-
 def _integrated(d) -> bool:
     g = d.gpu
     return d.type == "metal" or bool(getattr(g, "integrated", False) or getattr(g, "unified", False)) or \
@@ -90,9 +82,13 @@ class UnknownMemory(Exception):
 
 
 def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, type_k="f16", type_v="f16",
-              device_ids: dict | None = None, parallel: int = 1, cpu_bw: tuple | None = None) -> dict:
+              device_ids: dict | None = None, parallel: int = 1, cpu_bw=None, devs: list[dict] | None = None,
+              offload: bool = True) -> fit.Plan:
+    """The plan of a model on the pick's device: ``devs`` the pick's ``targets`` (worked out here when not
+    given), ``cpu_bw`` system memory's bandwidth, (GB/s, words) or a function giving it
+    (system_bandwidth.SystemBandwidth), asked for only where -ngl and --n-cpu-moe both fit."""
     runtime = runtime_of(decision, verdict)
-    devs = targets(profile, decision, verdict, device_ids)
+    devs = targets(profile, decision, verdict, device_ids) if devs is None else devs
     fa = runtime in fit.fit_table()["flash_attention"]["backends"]
     if type_v != "f16" and not fa:
         raise fit.FitError(f"a quantized V cache (--cache-type-v {type_v}) needs flash attention, which "
@@ -107,34 +103,68 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
     run = fit.Run(ctx=ctx or 0, parallel=parallel, flash_attn=fa, type_k=type_k, type_v=type_v,
                   backend="cpu" if on_cpu else runtime)
     gpu_bw = _slowest(profile, devs)
-    bandwidth = (gpu_bw[0] if gpu_bw else None, cpu_bw[0] if cpu_bw else None)
-    res = fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth)
-    res["runtime"] = runtime
-    res["gpu_layers"] = not on_cpu  # whether the line says -ngl: a build running on the CPU has no GPU to give layers
-    return res
+
+    def bandwidth():
+        got = cpu_bw() if callable(cpu_bw) else cpu_bw
+        return gpu_bw[0] if gpu_bw else None, got[0] if got else None
+    return fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth,
+                    offload=offload)
 
 
-def llama_server_args(res: dict, model_arg: list[str], tables: dict) -> list[str]:
+def _ngl(p: fit.Plan) -> list[str]:
+    """-ngl for a build that gives layers to a GPU: every layer, K of them, or none where it does not fit."""
+    if not p.gpu_layers or p.status is fit.Status.CPU:
+        return []
+    return ["-ngl", str(p.ngl if p.fits else 0)]
+
+
+def _pinned(p: fit.Plan) -> tuple[list[str], list[str]]:
+    """What the line pins besides the context, the layers and the devices, before and after -ngl:
+    the slots and whether they share one cache, the batch sizes, flash attention, the cache types;
+    --n-cpu-moe and the split."""
+    run = p.run
+    before = ["--parallel", str(run.parallel)]
+    if run.parallel > 1:
+        before += ["--no-kv-unified"]  # a stream of its own context per slot, as the plan counts them
+    before += ["--batch-size", str(run.batch), "--ubatch-size", str(run.ubatch),
+               "--flash-attn", "on" if run.flash_attn else "off",
+               "--cache-type-k", run.type_k, "--cache-type-v", run.type_v]
+    after = ["--n-cpu-moe", str(p.n_cpu_moe)] if p.n_cpu_moe else []
+    if p.tensor_split:
+        after += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in p.tensor_split)]
+    return before, after
+
+
+def _device_ids(p: fit.Plan) -> list[str]:
+    """The build's names of the GPUs the plan uses, where a verify read every one (a CPU plan has none)."""
+    ids = [d.id for d in p.devices]
+    return ids if ids and all(ids) else []
+
+
+def llama_server_args(p: fit.Plan, model_arg: list[str]) -> list[str]:
     """llama-server's line for the plan, pinning every parameter the memory depends on (the context
     of all slots, the slots and whether they share one cache, the batch sizes, flash attention, the
-    cache types, the layers on the GPU), so a build with other defaults allocates what the plan says."""
-    args = list(model_arg)
-    args += ["--ctx-size", str(res["ctx"] * res.get("parallel", 1)), "--parallel", str(res.get("parallel", 1))]
-    if res.get("parallel", 1) > 1:
-        args += ["--no-kv-unified"]  # a stream of its own context per slot, as the plan counts them
-    args += ["--batch-size", str(res.get("batch", 2048)), "--ubatch-size", str(res.get("ubatch", 512))]
-    args += ["--flash-attn", "on" if res["flash_attn"] else "off"]
-    args += ["--cache-type-k", res["type_k"], "--cache-type-v", res["type_v"]]
-    if res.get("gpu_layers", True) and res["status"] != "cpu":
-        args += ["-ngl", str(res["ngl"] if res["status"] in ("fits", "split", "partial", "experts") else 0)]
-    if res.get("n_cpu_moe"):
-        args += ["--n-cpu-moe", str(res["n_cpu_moe"])]
-    if res.get("tensor_split"):
-        args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{s:g}" for s in res["tensor_split"])]
-    ids = [d.get("id") for d in res.get("devices", [])]
-    if ids and all(ids):  # a CPU plan has no devices
-        args += ["--device", ",".join(ids)]
-    return args
+    cache types, the layers on the GPU, the experts kept in system memory, the split and the
+    devices), so a build with other defaults allocates what the plan says."""
+    before, after = _pinned(p)
+    ids = _device_ids(p)
+    return [*model_arg, "--ctx-size", str(p.ctx * p.parallel), *before, *_ngl(p), *after,
+            *(["--device", ",".join(ids)] if ids else [])]
+
+
+def plan_env(run_env: dict, p: fit.Plan) -> dict:
+    """The run environment of a plan: a CUDA split also fixes CUDA's device order to PCI order (its
+    default is fastest first), the order the --tensor-split shares are given in."""
+    if p.tensor_split and p.runtime == "cuda" and "CUDA_DEVICE_ORDER" not in run_env:
+        return {**run_env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return dict(run_env)
+
+
+def launch(p: fit.Plan, model_arg: list[str], run_env: dict) -> tuple[list[str], dict[str, str]]:
+    """The llama-server arguments (without the executable) and the environment that run the plan as it
+    is counted: every parameter the memory depends on pinned, the pick's run environment and what the
+    split needs.  A plan that does not fit gives the line it was judged by (-ngl 0)."""
+    return llama_server_args(p, model_arg), plan_env(run_env, p)
 
 
 def model_arg(model, hf: bool = True) -> list[str]:
@@ -155,10 +185,10 @@ LEMONADE_NGL = 99  # Lemonade passes -ngl 99 to llama-server (0 for its cpu back
 # (lemonade-sdk/lemonade src/cpp/server/backends/llamacpp_server.cpp: push_arg(args, reserved_flags, "-ngl", ...))
 
 
-def lemonade_line(recipe, decision, res: dict, model) -> str | None:
+def lemonade_line(recipe, decision, p: fit.Plan, model) -> str | None:
     """The same plan as `lemonade run` flags (the recipe's options, Lemonade's backend reference), or None
     where Lemonade cannot run it as planned (``lemonade_note`` says why)."""
-    if lemonade_note(res):
+    if lemonade_note(p) or not p.fits:
         return None
     opts = {o["name"]: o.get("flag") for o in recipe.options}
     name = model.name or model.checkpoint
@@ -169,61 +199,42 @@ def lemonade_line(recipe, decision, res: dict, model) -> str | None:
     if b and decision.backend:
         words += [b, decision.backend]
     dflag = opts.get(f"{recipe.name}_device")
-    ids = [d.get("id") for d in res.get("devices", [])]
-    if dflag and ids and all(ids):
+    ids = _device_ids(p)
+    if dflag and ids:
         words += [dflag, ",".join(ids)]
-    if opts.get("ctx_size") and res.get("ctx"):
-        words += [opts["ctx_size"], str(res["ctx"] * res.get("parallel", 1))]
+    if opts.get("ctx_size") and p.ctx:
+        words += [opts["ctx_size"], str(p.ctx * p.parallel)]
     # Lemonade gives llama-server the model, the context, the port and -ngl itself; what else the memory
     # depends on goes through its pass-through option, as the llama-server line pins it
-    pinned = llama_server_args(res, [], {})
-    keep, i = [], 0
-    while i < len(pinned):
-        flag = pinned[i]
-        takes = i + 1 < len(pinned) and not pinned[i + 1].startswith("-")
-        if flag not in ("--ctx-size", "-ngl", "--device"):
-            keep += pinned[i:i + 2] if takes else [flag]
-        i += 2 if takes else 1
-    if keep and opts.get(f"{recipe.name}_args"):
-        words += [opts[f"{recipe.name}_args"], " ".join(keep)]
+    before, after = _pinned(p)
+    if opts.get(f"{recipe.name}_args"):
+        words += [opts[f"{recipe.name}_args"], " ".join(before + after)]
     return shlex.join(words)
 
 
-def lemonade_note(res: dict) -> str | None:
+def lemonade_note(p: fit.Plan) -> str | None:
     """Why Lemonade cannot run this plan as it is printed, or None."""
-    if res.get("status") == "partial":
+    if p.status is fit.Status.PARTIAL:
         return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL} and reserves the flag, so it "
-                f"cannot keep {res['n_layer'] + 1 - res['ngl']} layers on the CPU as this plan does")
-    if res.get("status") in ("fits", "split", "experts") and res.get("gpu_layers", True) and \
-            res.get("ngl", 0) > LEMONADE_NGL:
+                f"cannot keep {p.n_layer + 1 - p.ngl} layers on the CPU as this plan does")
+    if p.status in (fit.Status.FITS, fit.Status.SPLIT, fit.Status.EXPERTS) and p.gpu_layers and p.ngl > LEMONADE_NGL:
         return (f"not through Lemonade: it gives llama-server -ngl {LEMONADE_NGL}, which leaves "
-                f"{res['ngl'] - LEMONADE_NGL} of this model's {res['ngl']} layers on the CPU")
+                f"{p.ngl - LEMONADE_NGL} of this model's {p.ngl} layers on the CPU")
     return None
 
 
-def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tuple[float, str] | None = None) -> dict | None:
+def estimate_speed(profile, p: fit.Plan, facts: dict, devs: list[dict], cpu_bw: tuple[float, str] | None = None,
+                   layout: fit.Layout | None = None) -> dict | None:
     """Generation tokens/s bounded by memory bandwidth: every active weight is read once per token,
     from the device that holds it (a GPU's share at its bandwidth, the CPU's at system memory's).
-    An upper bound at an empty context; None where a bandwidth the plan needs is not known."""
-    status = res["status"]
-    held = {d["name"] for d in res.get("devices", [])}  # the GPUs given a part (a share of 0 holds none)
-    used = [d for d in devs if d["name"] in held] or devs[:1]
-    if status in ("fits", "split") and devs:
-        gpu = _per_gpu(profile, used, res, fit.active_bytes(facts), "peak bandwidth")
-        if gpu is None:
-            return None
-        shares, source = gpu
-    elif status in ("partial", "experts") and devs and cpu_bw:
-        gpu = _per_gpu(profile, used, res, res["gpu_read_bytes"], "on the GPU")
-        if gpu is None:
-            return None
-        shares = [*gpu[0], (res["cpu_read_bytes"], cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")]
-        source = f"{gpu[1]}; {cpu_bw[1]}"
-    elif status == "cpu" and cpu_bw:
-        shares = [(fit.active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")]
-        source = cpu_bw[1]
-    else:
+    An upper bound at an empty context; None where a bandwidth the plan needs is not known.
+    ``layout``: one of the plan's layouts (default the chosen one; ``p.instead_of`` for the other)."""
+    lay = layout or p.layout
+    used = _used(lay, devs)
+    shares = _shares(profile, lay, facts, used, cpu_bw)
+    if shares is None:
         return None
+    shares, source = shares
     seconds = sum(b / (g * 1e9) for b, g, _w in shares if b)
     per_token = sum(b for b, _g, _w in shares)
     if seconds <= 0:
@@ -236,52 +247,79 @@ def estimate_speed(profile, res: dict, facts: dict, devs: list[dict], cpu_bw: tu
     out = {"tokens_per_s": round(bound, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
            "bytes_per_token": per_token, "source": source,
            "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
-    # the estimates are what the published runs were: dense models of 2 GiB or more, all on one GPU model,
-    # on the same operating system (its drivers are another build's)
+    if layout is None:
+        out.update(_nearer(profile, p, facts, used, bound * per_token / facts["weights_bytes"]))
+    return out
+
+
+def _used(lay: fit.Layout, devs: list[dict]) -> list[dict]:
+    """The GPUs given a part (a share of 0 holds none)."""
+    held = {d.name for d in lay.devices}
+    return [d for d in devs if d["name"] in held] or devs[:1]
+
+
+def _shares(profile, lay: fit.Layout, facts: dict, used: list[dict], cpu_bw) -> tuple[list, str] | None:
+    """(bytes read per token, GB/s, words) from each memory the layout reads, and the sources."""
+    status = lay.status
+    if status in (fit.Status.FITS, fit.Status.SPLIT) and used:
+        return _per_gpu(profile, used, lay, fit.active_bytes(facts), "peak bandwidth")
+    if status in (fit.Status.PARTIAL, fit.Status.EXPERTS) and used and cpu_bw:
+        gpu = _per_gpu(profile, used, lay, lay.gpu_read, "on the GPU")
+        if gpu is None:
+            return None
+        return [*gpu[0], (lay.cpu_read, cpu_bw[0], f"{cpu_bw[0]:g} GB/s in system memory ({cpu_bw[1]})")], \
+            f"{gpu[1]}; {cpu_bw[1]}"
+    if status is fit.Status.CPU and cpu_bw:
+        return [(fit.active_bytes(facts), cpu_bw[0], f"{cpu_bw[0]:g} GB/s system memory bandwidth ({cpu_bw[1]})")], \
+            cpu_bw[1]
+    return None
+
+
+def _nearer(profile, p: fit.Plan, facts: dict, used: list[dict], whole: float) -> dict:
+    """The estimate from what published runs reached of their bound (``whole``: this bound over the whole
+    file, as llama-bench's are), and the prompt rate; or why there is none (``no_estimate``).  The
+    published runs were dense models of 2 GiB or more, all on one GPU model, on the same operating
+    system (its drivers are another build's)."""
     from selector.models.speed import CALIBRATION_LEAST, MIN_CALIBRATION_GIB
 
-    runtime = res.get("runtime") or ""
-    os_name = profile.os.name
+    runtime, os_name = p.runtime, profile.os.name
     rows = [_row(profile, d["device"]) for d in used]
-    if status not in ("fits", "split"):
-        out["no_estimate"] = "the published runs it is made of had the whole model on GPUs"
-    elif len({r["match"] if r else None for r in rows}) != 1:
-        out["no_estimate"] = "the published runs it is made of were each on one model of GPU; this plan uses several"
-    elif facts.get("n_expert"):
-        out["no_estimate"] = "a mixture of experts reads less than its file per token; the published runs pooled are of dense models"
-    elif facts.get("lookup_bytes"):
-        out["no_estimate"] = ("its per-layer embeddings are looked up, not read whole; the published runs pooled "
-                              "are of models that read every weight")
-    elif facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
-        out["no_estimate"] = f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than by bandwidth"
+    if p.status not in (fit.Status.FITS, fit.Status.SPLIT):
+        return {"no_estimate": "the published runs it is made of had the whole model on GPUs"}
+    if len({r["match"] if r else None for r in rows}) != 1:
+        return {"no_estimate": "the published runs it is made of were each on one model of GPU; this plan uses several"}
+    if facts.get("n_expert"):
+        return {"no_estimate": "a mixture of experts reads less than its file per token; the published runs pooled "
+                               "are of dense models"}
+    if facts.get("lookup_bytes"):
+        return {"no_estimate": "its per-layer embeddings are looked up, not read whole; the published runs pooled "
+                               "are of models that read every weight"}
+    if facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
+        return {"no_estimate": f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than "
+                               "by bandwidth"}
+    out = {}
+    results, broken = _published()
+    est = calibrated(runtime, used, profile, results)
+    if broken:
+        out["no_estimate"] = f"the published runs could not be read ({broken})"
+    elif est is None:
+        out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
+                              f"have published {runtime} generation runs on {OS_WORDS.get(os_name, os_name)} "
+                              f"of a dense model of {MIN_CALIBRATION_GIB} GiB or more")
     else:
-        results, broken = _published()
-        est = calibrated(runtime, used, profile, results)
-        if broken:
-            out["no_estimate"] = f"the published runs could not be read ({broken})"
-        elif est is None:
-            out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
-                                  f"have published {runtime} generation runs on {OS_WORDS.get(os_name, os_name)} "
-                                  f"of a dense model of "
-                                  f"{MIN_CALIBRATION_GIB} GiB or more")
-        else:
-            cal, n = est
-            # the fractions are of the bound over the whole file (llama-bench prints no other size): applied
-            # to the same bound here, not to the one over the weights a token reads
-            whole = bound * per_token / facts["weights_bytes"]
-            out["estimate"] = {"tokens_per_s": round(whole * cal["mid"], 1), "low": round(whole * cal["low"], 1),
-                               "high": round(whole * cal["high"], 1), "fraction": round(cal["mid"], 3),
-                               "gpus": cal["gpus"], "group": cal["group"],
-                               "dates": list(cal["dates"]),
-                               "basis": f"what published {runtime} generation runs on {n} GPU models "
-                                        f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
-                                        f"llama-bench-published.json"}
-        # a name several cards share (Strix Halo's "8060S/8050S/8040S") is of none of them: prompts are
-        # bound by compute, which differs between them
-        exact = _row(profile, used[0]["device"], exact=True)
-        prompt = _prompt(runtime, exact["match"], facts.get("params") or 0, os_name, results) if exact else None
-        if prompt is not None:
-            out["prompt"] = prompt
+        cal, n = est
+        out["estimate"] = {"tokens_per_s": round(whole * cal["mid"], 1), "low": round(whole * cal["low"], 1),
+                           "high": round(whole * cal["high"], 1), "fraction": round(cal["mid"], 3),
+                           "gpus": cal["gpus"], "group": cal["group"], "dates": list(cal["dates"]),
+                           "basis": f"what published {runtime} generation runs on {n} GPU models "
+                                    f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
+                                    f"llama-bench-published.json"}
+    # a name several cards share (Strix Halo's "8060S/8050S/8040S") is of none of them: prompts are
+    # bound by compute, which differs between them
+    exact = _row(profile, used[0]["device"], exact=True)
+    prompt = _prompt(runtime, exact["match"], facts.get("params") or 0, os_name, results) if exact else None
+    if prompt is not None:
+        out["prompt"] = prompt
     return out
 
 
@@ -363,26 +401,25 @@ def calibrated(runtime: str, used: list[dict], profile, results: list) -> tuple[
     return (cal, len(cal["gpus"])) if cal else None
 
 
-def speed_missing(profile, res: dict, devs: list[dict], cpu_bw: tuple | None) -> str | None:
+def speed_missing(profile, p: fit.Plan, devs: list[dict], cpu_bw: tuple | None) -> str | None:
     """Why a plan that fits has no speed estimate, in words; None where it does not fit."""
     from selector.models.speed import bandwidth_of
 
-    status = res.get("status")
-    if status in (None, "no"):
+    if not p.fits:
         return None
-    held = {d["name"] for d in res.get("devices", [])}
+    held = {d.name for d in p.devices}
     unknown = [d["name"] for d in devs if d["name"] in held and bandwidth_of(profile, d["device"]) is None]
-    if status != "cpu" and unknown:
+    if p.status is not fit.Status.CPU and unknown:
         return f"the memory bandwidth of {', '.join(dict.fromkeys(unknown))} is not in the GPU table"
-    if status in ("cpu", "partial", "experts") and not cpu_bw:
+    if p.status in (fit.Status.CPU, fit.Status.PARTIAL, fit.Status.EXPERTS) and not cpu_bw:
         return (f"the system memory bandwidth of {profile.cpu.brand or 'this CPU'} is known only for the CPU "
-                f"platforms in the tables, and a replayed or described machine is not measured")
+                f"platforms in the tables, and a replayed machine is not measured")
     return None
 
 
-def _per_gpu(profile, used: list[dict], res: dict, active: int, words: str) -> tuple[list, str] | None:
+def _per_gpu(profile, used: list[dict], lay: fit.Layout, active: int, words: str) -> tuple[list, str] | None:
     """The bytes each GPU reads per token at its own bandwidth: ``active`` bytes shared in proportion to
-    the weights the plan puts on each (layer after layer, the times add up).  None where a GPU's
+    the weights the layout puts on each (layer after layer, the times add up).  None where a GPU's
     bandwidth is not known."""
     from selector.models.speed import bandwidth_of
 
@@ -390,7 +427,7 @@ def _per_gpu(profile, used: list[dict], res: dict, active: int, words: str) -> t
     if not bws or any(b is None for b in bws):
         return None
     source = "; ".join(dict.fromkeys(bw[1] for bw in bws))
-    weights = [x.get("weights_bytes") or 0 for x in res.get("devices", [])][:len(used)]
+    weights = [x.weights for x in lay.devices][:len(used)]
     total = sum(weights)
     if len({bw[0] for bw in bws}) == 1 or not total or len(weights) != len(used):
         # one bandwidth (or no shares to weigh): the same time as one device reading it all

@@ -252,3 +252,24 @@ def hf_cached(url: str, env=None) -> str | None:
         if os.path.isfile(p):
             return p
     return None
+
+
+def cached_model(cache: str, entry: dict):
+    """The model as an earlier read resolved it (its files are in the cached record), or None."""
+    from selector import store
+
+    idx = store.read(store.path(cache, "models", "checkpoint:" + entry["checkpoint"]))
+    files = idx.get("files") if idx else None
+    if isinstance(files, list) and files and all(isinstance(f, str) for f in files):
+        return Model(entry["checkpoint"], files, None, entry, entry["checkpoint"])
+    return None
+
+
+def remember_checkpoint(cache: str, model) -> None:
+    from selector import store
+
+    if model.checkpoint:
+        try:
+            store.write(store.path(cache, "models", "checkpoint:" + model.checkpoint), {"files": model.files})
+        except OSError:
+            pass

@@ -1,0 +1,329 @@
+"""Plans and model lists for people and for JSON (docs/json.md 'plan', 'models'): the words of a
+typed plan (selector/models/fit.py Plan), made here and nowhere else."""
+
+from __future__ import annotations
+
+import shlex
+
+from selector.models.fit import Context, Layout, Memory, Plan, Status, Suggestion
+from selector.models.planner import size
+
+GIB = 1 << 30
+
+
+def _gib_up(n: int) -> str:
+    """Bytes in GiB, rounded up to a tenth (more memory that holds it must not read as less)."""
+    return f"{-(-n * 10 // GIB) / 10:.1f} GiB"
+
+
+def says(s: Suggestion) -> str:
+    """A suggestion in words."""
+    if s.kind == "memory":
+        return f"{_gib_up(s.bytes)} more {s.memory.value} holds it " + (
+            "as this plan places it" if s.memory is Memory.SYSTEM and s.current else "whole as it is")
+    if s.kind == "cache_type":
+        return f"a q8_0 KV cache saves {s.bytes / GIB:.1f} GiB (needs flash attention for V)"
+    if s.kind == "ctx_size":
+        return f"a context of {s.ctx} tokens" + (" per slot" if s.parallel > 1 else "") + " fits"
+    return (f"a quantization of at most {s.bytes / GIB:.1f} GiB of weights "
+            f"(this one is {s.current / GIB:.1f} GiB)")
+
+
+def _suggestion_json(s: Suggestion) -> dict:
+    out = {"kind": s.kind}
+    if s.kind == "memory":
+        out["more_bytes"] = s.bytes
+    elif s.kind == "quant":
+        out["max_weights_bytes"] = s.bytes
+    if s.flags:
+        out["flags"] = list(s.flags)
+    return {**out, "says": says(s)}
+
+
+def _device_json(d) -> dict:
+    return {"name": d.name, "needs_bytes": d.total, "weights_bytes": d.weights, "kv_bytes": d.kv,
+            "kv_swa_bytes": d.kv_swa, "compute_bytes": d.compute, "budget_bytes": d.budget,
+            **({"memory": d.memory} if d.memory else {}), **({"id": d.id} if d.id else {})}
+
+
+def _host_json(h) -> dict:
+    return {"weights": h.weights, "repack": h.repack, "kv": h.kv, "kv_swa": h.kv_swa, "compute": h.compute,
+            "output": h.output, "total": h.total}
+
+
+def _alt_json(a: Layout, tokens_per_s: float | None) -> dict:
+    return {"status": a.status.value, "ngl": a.ngl, "cpu_read_bytes": a.cpu_read, "gpu_read_bytes": a.gpu_read,
+            **({"n_cpu_moe": a.n_cpu_moe} if a.n_cpu_moe else {}),
+            **({"tokens_per_s": tokens_per_s} if tokens_per_s else {})}
+
+
+def fit_json(p: Plan, alt_tokens_per_s: float | None = None) -> dict:
+    """The plan as docs/json.md's 'fit' object."""
+    run = p.run
+    out = {"n_layer": p.n_layer, "trained_ctx": p.trained_ctx, "flash_attn": run.flash_attn, "type_k": run.type_k,
+           "type_v": run.type_v, "parallel": run.parallel, "ubatch": run.ubatch, "batch": run.batch,
+           "status": p.status.value, "ctx": p.ctx, "ctx_basis": p.context.value, "n_ctx": p.n_ctx, "ngl": p.ngl,
+           "devices": [_device_json(d) for d in p.devices], "runtime": p.runtime, "gpu_layers": p.gpu_layers}
+    if p.host is not None:
+        out.update(cpu=_host_json(p.host), cpu_bytes=p.host.total)
+    if p.host_budget is not None:
+        out["cpu_budget"] = p.host_budget
+    if p.tensor_split:
+        out["tensor_split"] = list(p.tensor_split)
+    if p.n_cpu_moe:
+        out["n_cpu_moe"] = p.n_cpu_moe
+    if p.layout.cpu_read is not None:
+        out.update(cpu_read_bytes=p.layout.cpu_read, gpu_read_bytes=p.layout.gpu_read)
+    if p.instead_of is not None:
+        out["instead_of"] = _alt_json(p.instead_of, alt_tokens_per_s)
+    if p.suggest:
+        out["suggest"] = [_suggestion_json(s) for s in p.suggest]
+    return out
+
+
+# -- the plan in words ------------------------------------------------------------------------------
+
+def _context_words(p: Plan) -> str:
+    """The context, and why it is this one."""
+    slots = f", {p.parallel} slots of that context each" if p.parallel > 1 else ""
+    words = f"context {p.ctx}"
+    if p.trained_ctx is None:
+        words += " (the header gives no trained context; 4096 is assumed as its limit)"
+    elif p.context is Context.DEFAULT:
+        words += f" of {p.trained_ctx} trained (the default where the whole model fits at no context)"
+    elif p.trained_ctx != p.ctx:
+        words += f" of {p.trained_ctx} trained"
+    elif p.fits:
+        words += " (its trained context)"
+    if p.padded:
+        words += f"; llama.cpp allocates {p.n_ctx} cells, its least"
+    return words + slots
+
+
+def _layers(n: int) -> str:
+    return f"the first layer" if n == 1 else f"the first {n} layers"
+
+
+def _split_words(p: Plan) -> str:
+    return ",".join(f"{x:g}" for x in p.tensor_split)
+
+
+def headline(p: Plan) -> str:
+    """What the plan is, in one line."""
+    s, ctx = p.status, _context_words(p)
+    gpus = f"{len(p.devices)} GPUs" if len(p.devices) > 1 else "GPU"
+    split = f", --tensor-split {_split_words(p)}" if p.tensor_split else ""
+    if s is Status.FITS:
+        return f"fits: all {p.n_layer + 1} layers, {ctx}"
+    if s is Status.SPLIT:
+        return f"fits split over {len(p.devices)} GPUs (--tensor-split {_split_words(p)}), {ctx}"
+    if s is Status.PARTIAL:
+        return f"partly: {p.ngl} of {p.n_layer + 1} layers on the {gpus} (-ngl {p.ngl}{split}), the rest on the CPU, {ctx}"
+    if s is Status.EXPERTS:
+        return (f"fits with the experts of {_layers(p.n_cpu_moe)} in system memory (--n-cpu-moe {p.n_cpu_moe}) "
+                f"and everything else on the {gpus}{split and f' ({split[2:]})'}, {ctx}")
+    if s is Status.CPU:
+        return f"runs on the CPU in system memory, {ctx}"
+    return f"does not fit at {ctx}"
+
+
+def _host_terms(p: Plan) -> list[tuple[int, str]]:
+    h, s = p.host, p.status
+    gpu_build = bool(p.devices)
+    what = ("model (mapped)" if not gpu_build else "weights" if s in (Status.PARTIAL, Status.NO)
+            else "token embeddings and experts (mapped)" if s is Status.EXPERTS else "token embeddings (mapped)")
+    return [(h.weights, what), (h.repack, "repacked"), (h.kv, "KV"), (h.compute, "compute"), (h.output, "output")]
+
+
+def memory_lines(p: Plan) -> list[str]:
+    """Each device's terms against what it can give, and system memory's; for a plan that does not fit
+    on a GPU, the two are each the whole model, alternatives that both fail."""
+    alone = p.status is Status.NO and p.devices and p.host is not None
+    out = []
+    for d in p.devices:
+        parts = " + ".join(f"{size(b)} {w}" for b, w in ((d.weights, "weights"), (d.kv, "KV"), (d.compute, "compute")))
+        out.append(f"  {d.name}: {parts} = {size(d.total)} of {size(d.budget)} usable"
+                   + (f" ({d.memory})" if d.memory and p.fits else "") + (" (all on the GPU)" if alone else ""))
+    if p.host is not None:
+        text = " + ".join(f"{size(b)} {w}" for b, w in _host_terms(p) if b)
+        budget = f" of {size(p.host_budget)} usable" if p.host_budget is not None else ""
+        prefix = "  or in system memory alone: " if alone else "  system memory: "
+        out.append(f"{prefix}{text} = {size(p.host.total)}{budget}")
+    return out
+
+
+def alternative_line(p: Plan, speed: dict | None, alt_tokens_per_s: float | None) -> str | None:
+    a = p.instead_of
+    if a is None:
+        return None
+    words = (f"-ngl {a.ngl} ({a.ngl} of {p.n_layer + 1} layers on the GPU)" if a.status is Status.PARTIAL
+             else f"--n-cpu-moe {a.n_cpu_moe} (the experts of {_layers(a.n_cpu_moe)} in system memory)")
+    why = (f"at most ~{speed['tokens_per_s']:.0f} tokens/s against ~{alt_tokens_per_s:.0f}"
+           if speed and alt_tokens_per_s else "system memory is the slower to read")
+    return (f"  rather than {words}, which would read {size(a.cpu_read)} per token from system memory; "
+            f"this reads {size(p.layout.cpu_read)} ({why})")
+
+
+def suggestion_lines(p: Plan) -> list[str]:
+    if p.status not in (Status.NO, Status.PARTIAL, Status.EXPERTS):
+        return []
+    return [f"  would fit better: {says(s)}" + (f" ({' '.join(s.flags)})" if s.flags else "") for s in p.suggest]
+
+
+def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
+    if not speed:
+        return [f"speed: no estimate ({missing})"] if missing else []
+    est, out = speed.get("estimate"), []
+    if est:
+        out.append(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated ({est['low']:.0f}-{est['high']:.0f}; "
+                   f"{est['basis']}); at most ~{speed['tokens_per_s']:.0f} by the bandwidth bound ({speed['basis']})")
+    else:
+        # a plan all on GPUs says why it has the bound alone; a CPU share is the bound's by nature
+        why = speed.get("no_estimate") if p.status in (Status.FITS, Status.SPLIT) else None
+        out.append(f"speed: at most ~{speed['tokens_per_s']:.0f} tokens/s generated (estimate: {speed['basis']})"
+                   + (f"; no estimate nearer: {why}" if why else ""))
+    pr = speed.get("prompt")
+    if pr:
+        out.append(f"prompt: ~{pr['tokens_per_s']:.0f} tokens/s processed ({pr['test']}"
+                   + (f", {pr['low']:.0f}-{pr['high']:.0f}" if pr["runs"] > 1 else "") + f"; {pr['basis']})")
+    return out
+
+
+def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: str | None = None) -> None:
+    """`plan`'s text: ``out`` is its JSON (docs/json.md 'plan'), ``p`` the typed plan (None for a model
+    sized by its file: whisper.cpp, sd.cpp)."""
+    say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
+    say(title, style="bold")
+    if out.get("described"):
+        say(out["described"], style="yellow")
+    if p is None:
+        say("fits (from the file size)" if out["fit"]["status"] != "no" else "does not fit (from the file size)",
+            style=None if out["fit"]["status"] != "no" else "red")
+    else:
+        say(headline(p), style=None if p.fits else "red")
+        for line in memory_lines(p):
+            say(line)
+        alt = alternative_line(p, out["speed_estimate"], (out["fit"].get("instead_of") or {}).get("tokens_per_s"))
+        if alt:
+            say(alt, style="dim")
+        for line in suggestion_lines(p):
+            say(line)
+    if better:
+        say(f"  would fit better: {better}")
+    for w in out.get("warnings", []):
+        say(f"! {w}", style="yellow")
+    for line in speed_lines(p, out["speed_estimate"], out.get("speed_missing")) if p else []:
+        say(line, style="dim")
+    if out["command"] is None:
+        return
+    _run_lines(say, out, recipe)
+
+
+def _run_lines(say, out: dict, recipe: str) -> None:
+    if out["install"]:
+        say("install first:", style="bold")
+        say(f"  {out['install']}")
+    say("run:", style="bold")
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in out["env"].items())
+    say(f"  {env + ' ' if env else ''}{out['command']}")
+    if not out["device_ids_known"] and out["fit"].get("devices"):
+        say(f"  (the build's own device name, for --device, is known after `pick-backend verify {recipe}`)", style="dim")
+    if out["lemonade"]:
+        say("in Lemonade:", style="bold")
+        say(f"  {out['lemonade']}")
+    elif out.get("lemonade_note"):
+        say(f"in Lemonade: {out['lemonade_note']}", style="dim")
+
+
+# -- `models` -------------------------------------------------------------------------------------
+
+def where_words(row) -> str:
+    """Where a row's plan puts the model, in docs/json.md's words."""
+    p = row.plan
+    if p is None:
+        return "does not fit"
+    s = p.status
+    if s in (Status.FITS, Status.SPLIT):
+        return ("split: " if s is Status.SPLIT else "") + ", ".join(sorted({d.memory or "VRAM" for d in p.devices}))
+    if s is Status.PARTIAL:
+        return "VRAM + system memory" if row.basis != "header" else f"{p.ngl}/{p.n_layer + 1} layers, rest on CPU"
+    if s is Status.EXPERTS:
+        return f"all layers, experts of {p.n_cpu_moe} on CPU"
+    return "system memory" if s is Status.CPU else "does not fit"
+
+
+def row_json(row) -> dict:
+    header = row.basis == "header"
+    note = row.refused or row.unread
+    return {"name": row.name, "checkpoint": row.checkpoint, "size_bytes": row.size_bytes, "labels": list(row.labels),
+            "fits": row.fits, "status": row.plan.status.value if row.plan else Status.NO.value,
+            "where": where_words(row), "ctx": row.plan.ctx if header and row.plan else None,
+            "trained_ctx": row.trained_ctx, "basis": row.basis, "tokens_per_s": row.tokens_per_s,
+            "tokens_per_s_estimate": row.tokens_per_s_estimate, **({"note": note} if note else {})}
+
+
+def _cells(row, gguf: bool) -> tuple[str, ...]:
+    r = row_json(row)
+    guessed = gguf and r["basis"] != "header"
+    fits = ("weights fit: " if guessed else "") + r["where"] if r["fits"] else "no (guess)" if guessed else "no"
+    if not r["fits"] or r["ctx"] is None:
+        c = "header not read" if guessed and r["fits"] else "-"
+    else:
+        c = f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}")
+    speed = (f"~{r['tokens_per_s_estimate']:.0f} t/s" if r["tokens_per_s_estimate"] else
+             f"≤{r['tokens_per_s']:.0f} t/s" if r["tokens_per_s"] else "-")
+    return r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits, c, speed, ",".join(r["labels"])
+
+
+def print_models(con, rows: list, recipe: str, gguf: bool) -> None:
+    """The table of `models`, its notes and its legend."""
+    say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
+    lines = [("model", "size", "fits", "context", "speed", "labels")] + [_cells(r, gguf) for r in rows]
+    widths = [max(len(x[i]) for x in lines) for i in range(5)]
+    for i, line in enumerate(lines):
+        say(("  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[5]).rstrip(),
+            style="bold" if i == 0 else None)
+    for r in rows:
+        if r.refused:
+            say(f"{r.name}: {r.refused}", style="yellow")
+    if any(r.tokens_per_s for r in rows):
+        say("speed: ≤ at most this many tokens/s generated, by the memory bandwidth bound; ~ what published "
+            "runs of the backend on this GPU family reached of that bound (`plan` gives the basis and range)",
+            style="dim")
+    if gguf and any(r.basis != "header" for r in rows):
+        say("weights fit: a guess from the download (its weights, and the copy a CPU build repacks), without the "
+            "KV cache and compute buffers, which are in the GGUF header: "
+            f"`pick-backend plan {recipe} --model NAME` or `models --read-headers` reads it (a few MB each)",
+            style="dim")
+
+
+def guess_fit_json(p: Plan) -> dict:
+    """The 'fit' of a model sized by its file (whisper.cpp, sd.cpp): where it goes, what each memory holds."""
+    out = {"status": p.status.value, "basis": "file size", "ctx": None, "runtime": p.runtime,
+           "devices": [{"name": d.name, "needs_bytes": d.total, "budget_bytes": d.budget,
+                        **({"memory": d.memory} if d.memory else {})} for d in p.devices]}
+    if not p.devices and p.host is not None:
+        out.update(cpu_bytes=p.host.total, **({"cpu_budget": p.host_budget} if p.host_budget is not None else {}))
+    return out
+
+
+def plan_json(spec: str, d, model, planned, exe: str | None, binary: str | None, installed: bool, lemonade: str | None,
+              lemonade_note: str | None, warnings: list[str], described: str | None) -> dict:
+    """`plan --json` (docs/json.md 'plan')."""
+    p, facts = planned.plan, planned.facts
+    header = planned.from_header
+    return {
+        "schema_version": 1, "recipe": d.recipe, "backend": d.backend, "runtime": p.runtime,
+        "model": {"spec": spec, "name": model.name, "files": model.files,
+                  **({k: facts[k] for k in ("arch", "file_type", "params", "n_layer", "n_ctx_train", "weights_bytes")}
+                     if header else {})},
+        "fit": fit_json(p, planned.alt_tokens_per_s) if header else guess_fit_json(p),
+        "installed": installed,
+        "install": None if installed or d.backend == "system" else f"pick-backend install {d.recipe}",
+        "executable": exe, "args": planned.args, "env": planned.env,
+        "command": shlex.join([exe or binary or "llama-server"] + planned.args) if p.fits else None,
+        "lemonade": lemonade, "lemonade_note": lemonade_note,
+        "device_ids_known": bool(p.devices) and all(x.id for x in p.devices),
+        "speed_estimate": planned.speed, "speed_missing": planned.speed_missing,
+        "warnings": warnings, "described": described,
+    }
