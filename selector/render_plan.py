@@ -19,8 +19,9 @@ def _gib_up(n: int) -> str:
 def says(s: Suggestion) -> str:
     """A suggestion in words."""
     if s.kind == "memory":
-        return f"{_gib_up(s.bytes)} more {s.memory.value} holds it " + (
-            "as this plan places it" if s.memory is Memory.SYSTEM and s.current else "whole as it is")
+        if s.part:
+            return f"{_gib_up(s.bytes)} more {s.memory.value} runs it with part of it there (-ngl or --n-cpu-moe)"
+        return f"{_gib_up(s.bytes)} more {s.memory.value} holds it whole as it is"
     if s.kind == "cache_type":
         return f"a q8_0 KV cache saves {s.bytes / GIB:.1f} GiB (needs flash attention for V)"
     if s.kind == "ctx_size":
@@ -90,7 +91,7 @@ def _context_words(p: Plan) -> str:
     if p.trained_ctx is None:
         words += " (the header gives no trained context; 4096 is assumed as its limit)"
     elif p.context is Context.DEFAULT:
-        words += f" of {p.trained_ctx} trained (the default where the whole model fits at no context)"
+        words += f" of {p.trained_ctx} trained (the default: the whole model fits at no context from 2048 up)"
     elif p.trained_ctx != p.ctx:
         words += f" of {p.trained_ctx} trained"
     elif p.fits:

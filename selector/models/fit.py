@@ -358,6 +358,7 @@ class Suggestion:
     ctx: int | None = None
     parallel: int = 1
     current: int = 0
+    part: bool = False  # memory: the system memory that runs it with part of it there (-ngl, --n-cpu-moe)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -420,7 +421,8 @@ DEFAULT_CTX = 4096  # the context planned where the whole model fits at no conte
 
 
 def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None, cpu_budget: int | None = None,
-         cpu: tuple | None = None, ctx: int | None = None, bandwidth=None, offload: bool = True) -> Plan:
+         cpu: tuple | None = None, ctx: int | None = None, bandwidth=None, offload: bool = True,
+         runtime: str | None = None) -> Plan:
     """Where the model goes.  ``devices``: the GPUs the build serves, best first, each ``{"name",
     "budget"}`` (bytes an engine may allocate there, the reserve not yet taken off; optional "memory":
     need -> words, "id", "shared").  ``run``: the engine parameters; its ``ctx`` is the context asked
@@ -441,7 +443,7 @@ def plan(facts: dict, devices: list[dict], backend: str, run: Run | None = None,
     else:
         c, why, layout, alt, suggest = _gpu_plan(facts, gpus, backend, run, asked, train, cpu_budget, bandwidth,
                                                  offload)
-    return Plan(runtime=backend, gpu_layers=bool(devices), n_layer=facts["n_layer"], trained_ctx=facts.get("n_ctx_train"),
+    return Plan(runtime=runtime or backend, gpu_layers=bool(devices), n_layer=facts["n_layer"], trained_ctx=facts.get("n_ctx_train"),
                 run=replace(run, ctx=c), asked_ctx=asked, context=why, layout=layout, host_budget=host_budget,
                 instead_of=alt, suggest=tuple(suggest), shared=bool(gpus and gpus[0].get("shared")))
 
@@ -524,8 +526,8 @@ def _gpu_plan(facts, gpus, backend, run, asked, train, cpu_budget, bandwidth, of
     if not cands:
         host0 = None if gpus[0].get("shared") else _host(on_cpu(facts, 0, at(c)))
         layout = Layout(Status.NO, 0, (_need(gpus[0], on_gpu(facts, all_layers, at(c)), budget0),), host0)
-        more = [Suggestion("memory", over, Memory.SYSTEM)] if over else []
-        return c, why, layout, None, more + suggest
+        more = [Suggestion("memory", over, Memory.SYSTEM, part=True)] if over else []
+        return c, why, layout, None, suggest[:1] + more + suggest[1:]
     # the faster by the bandwidth bound; without bandwidths, the one reading less from system memory
     bw = (bandwidth() if callable(bandwidth) else bandwidth) if len(cands) > 1 else None
     timed = [(_seconds(x, bw), x) for x in cands]

@@ -108,7 +108,7 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
         got = cpu_bw() if callable(cpu_bw) else cpu_bw
         return gpu_bw[0] if gpu_bw else None, got[0] if got else None
     return fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth,
-                    offload=offload)
+                    offload=offload, runtime=runtime)
 
 
 def _ngl(p: fit.Plan) -> list[str]:
