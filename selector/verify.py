@@ -211,6 +211,44 @@ def match_device(expected: dict | None, dev: dict) -> tuple[bool, str]:
     return False, f"'{dev['name']}' cannot be told apart from other devices"
 
 
+def _did_not_start(output: str, status: int | None, timed_out: bool, start_error: str | None, spec: dict):
+    """(verdict, message, evidence, fix) of a run that did not get to list its devices; None when it did."""
+    fixes = spec.get("fixes", {})
+    if start_error is not None:
+        arch = "exec format" in start_error.lower()
+        return (NO_START, start_error, [start_error], fixes.get("wrong_arch") if arch else None)
+    if timed_out:
+        return (NO_START, "timed out: no answer within the time limit", tail_lines(output, 5))
+    lib = re.search(r"error while loading shared libraries: (\S+?): (.*)", output)
+    if lib:
+        name = lib.group(1)
+        rocm = any(name.startswith(p) for p in spec.get("rocm_libraries", []))
+        fix = (fixes.get("therock") if rocm else fixes.get("missing_library", "")).replace("{library}", name)
+        return (NO_START, f"a shared library cannot be loaded: {name} ({lib.group(2).strip()})",
+                [lib.group(0).strip()], fix)
+    for pat, what in ((r"cannot execute binary file|Exec format error", "wrong_arch"),
+                      (r"version `GLIBC_[0-9.]+' not found", "glibc")):
+        m = re.search(pat, output)
+        if m:
+            line = next((x for x in output.splitlines() if m.group(0) in x), m.group(0))
+            fix = fixes.get("wrong_arch") if what == "wrong_arch" else \
+                "the build needs a newer C library (glibc) than this system has"
+            return (NO_START, "the executable cannot run on this system", [line.strip()], fix)
+    for pat in spec.get("unknown_flag", {}).get("patterns", []):
+        if pat in output:
+            line = next((x for x in output.splitlines() if pat in x), pat)
+            return (UNKNOWN, "the build does not know its device-listing flag", [line.strip()],
+                    spec["unknown_flag"].get("fix"))
+    known = spec.get("exit_statuses", {}).get(str(status)) if status is not None else None
+    if known:
+        return (NO_START, f"{known}, exit status {status}", tail_lines(output, 5),
+                fixes.get("wrong_arch") if "architecture" in known else None)
+    if status is None or status != 0:
+        why = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"
+        return (NO_START, f"the build stopped with {why}", tail_lines(output, 5))
+    return None
+
+
 def judge(step: dict, expected: dict | None, status: int | None, output: str, *, timed_out: bool = False,
           start_error: str | None = None, spec: dict | None = None) -> dict:
     """The verdict for one run.  ``status``: exit status (negative: killed by that signal);
@@ -224,38 +262,9 @@ def judge(step: dict, expected: dict | None, status: int | None, output: str, *,
         res.update(verdict=verdict, message=message, evidence=list(evidence), fix=fix)
         return res
 
-    if start_error is not None:
-        arch = "exec format" in start_error.lower()
-        return done(NO_START, start_error, [start_error], fixes.get("wrong_arch") if arch else None)
-    if timed_out:
-        return done(NO_START, "timed out: no answer within the time limit", tail_lines(output, 5))
-    lib = re.search(r"error while loading shared libraries: (\S+?): (.*)", output)
-    if lib:
-        name = lib.group(1)
-        rocm = any(name.startswith(p) for p in spec.get("rocm_libraries", []))
-        fix = (fixes.get("therock") if rocm else fixes.get("missing_library", "")).replace("{library}", name)
-        return done(NO_START, f"a shared library cannot be loaded: {name} ({lib.group(2).strip()})",
-                    [lib.group(0).strip()], fix)
-    for pat, what in ((r"cannot execute binary file|Exec format error", "wrong_arch"),
-                      (r"version `GLIBC_[0-9.]+' not found", "glibc")):
-        m = re.search(pat, output)
-        if m:
-            line = next((x for x in output.splitlines() if m.group(0) in x), m.group(0))
-            fix = fixes.get("wrong_arch") if what == "wrong_arch" else \
-                "the build needs a newer C library (glibc) than this system has"
-            return done(NO_START, "the executable cannot run on this system", [line.strip()], fix)
-    for pat in spec.get("unknown_flag", {}).get("patterns", []):
-        if pat in output:
-            line = next((x for x in output.splitlines() if pat in x), pat)
-            return done(UNKNOWN, "the build does not know its device-listing flag", [line.strip()],
-                        spec["unknown_flag"].get("fix"))
-    known = spec.get("exit_statuses", {}).get(str(status)) if status is not None else None
-    if known:
-        return done(NO_START, f"{known}, exit status {status}", tail_lines(output, 5),
-                    fixes.get("wrong_arch") if "architecture" in known else None)
-    if status is None or status != 0:
-        why = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"
-        return done(NO_START, f"the build stopped with {why}", tail_lines(output, 5))
+    stopped = _did_not_start(output, status, timed_out, start_error, spec)
+    if stopped is not None:
+        return done(*stopped)
 
     if step.get("parser") == "starts":
         return done(VERIFIED, "the build starts (it has no device listing to compare with the pick)",
