@@ -86,6 +86,65 @@ def _amd_gfx(row: dict, name: str) -> str:
     raise DescribeError(f"--gpu {name!r}: its gfx target is not in the tables")
 
 
+def _add_gpu(p: Profile, i: int, name: str, vram_bytes: int | None, drivers: set) -> str:
+    """The GPU named ``name`` added to ``p`` (its Vulkan driver to ``drivers``); the name it is known by."""
+    dtype, row = lookup(name)
+    from selector.bandwidth import shares_memory
+
+    if shares_memory(dtype, row):
+        raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
+                            "that machine by its capture (pick-backend --root DIR) instead")
+    if row.get("memory_gb") is None and vram_bytes is None:
+        raise DescribeError(f"--gpu {name!r}: the tables do not say how much memory a {row['match']} has; "
+                            "add --vram SIZE")
+    memory = vram_bytes or int(row["memory_gb"] * (1 << 30))  # a card's "24 GB" is 24 GiB of chips
+    label = row["match"]
+    if dtype == "nvidia_gpu":
+        from probes.tables import nvidia_cc_from_name
+
+        cc = nvidia_cc_from_name(label) or nvidia_cc_from_name(name)
+        if cc is None:
+            raise DescribeError(f"--gpu {name!r}: the compute capability of a {label} is not in the tables")
+        p.nvidia_gpus.append(NvidiaGpu(
+            index=len(p.nvidia_gpus), name=label if label.startswith("NVIDIA") else f"NVIDIA {label}", sm=f"sm_{cc[0]}{cc[1]}", compute_capability=list(cc),
+            memory_bytes=memory, driver_version=None, cuda_driver_version=None, source="described",
+            uuid=f"GPU-described-{i}", cuda_index=len(p.nvidia_gpus), vulkan_driver="nvidia_icd"))
+        drivers.add("nvidia_icd")
+    elif dtype == "amd_gpu":
+        gfx = _amd_gfx(row, name)
+        p.amd_gpus.append(AmdGpu(
+            index=len(p.amd_gpus), name=f"AMD {label}", pci=PCI(vendor="0x1002", device="", bus_id=None),
+            gfx=gfx, gfx_effective=gfx, vram_bytes=memory, source="described", driver="amdgpu",
+            hip_index=len(p.amd_gpus), vulkan_driver="radeon_icd"))
+        drivers.add("radeon_icd")
+    else:
+        p.intel_gpus.append(IntelGpu(name=f"Intel Arc {label}", arc=True, index=len(p.intel_gpus),
+                                     vulkan_driver="intel_icd"))
+        drivers.add("intel_icd")
+    return label
+
+
+def _resize(p: Profile, vram_bytes: int) -> None:
+    """--vram alone: every discrete GPU of the machine given that memory."""
+    discrete = [g for g in p.amd_gpus if not g.integrated] + [g for g in p.nvidia_gpus if not g.unified]
+    if not discrete:
+        raise DescribeError("--vram gives the memory of discrete GPUs, and this machine has none "
+                            "(name one with --gpu)")
+    from selector.bandwidth import row_for
+
+    for g in discrete:
+        amd = hasattr(g, "vram_bytes")
+        # the card is what its probed memory says it is ("RX 7900 XTX/XT/GRE" with 24 GiB: the XTX): named
+        # so before its memory changes, lest the new size make it another card of the name
+        row = row_for("amd_gpu", g.name, g.vram_bytes, exact=True) if amd and "/" in (g.name or "") else None
+        if row is not None:
+            g.name = f"AMD {row['match']}"
+        if amd:
+            g.vram_bytes, g.vram_used_bytes = vram_bytes, None
+        else:
+            g.memory_bytes, g.memory_free_bytes = vram_bytes, None
+
+
 def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str | None = None) -> Profile:
     """``base`` with its GPUs replaced by the named ones (when any are named) and its system memory
     by ``ram``.  Integrated GPUs and SoCs that share system memory are refused: their memory is the
@@ -110,60 +169,11 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         p.warnings = [w for w in p.warnings if w.probe not in ("amd_gpu", "nvidia", "intel_gpu", "vulkan")]
         drivers = set(p.vulkan.gpu_drivers)
         for i, name in enumerate(gpus):
-            dtype, row = lookup(name)
-            from selector.bandwidth import shares_memory
-
-            if shares_memory(dtype, row):
-                raise DescribeError(f"--gpu {name!r}: {row['match']} shares the machine's memory; describe "
-                                    "that machine by its capture (pick-backend --root DIR) instead")
-            if row.get("memory_gb") is None and vram_bytes is None:
-                raise DescribeError(f"--gpu {name!r}: the tables do not say how much memory a {row['match']} has; "
-                                    "add --vram SIZE")
-            memory = vram_bytes or int(row["memory_gb"] * (1 << 30))  # a card's "24 GB" is 24 GiB of chips
-            label = row["match"]
-            if dtype == "nvidia_gpu":
-                from probes.tables import nvidia_cc_from_name
-
-                cc = nvidia_cc_from_name(label) or nvidia_cc_from_name(name)
-                if cc is None:
-                    raise DescribeError(f"--gpu {name!r}: the compute capability of a {label} is not in the tables")
-                p.nvidia_gpus.append(NvidiaGpu(
-                    index=len(p.nvidia_gpus), name=label if label.startswith("NVIDIA") else f"NVIDIA {label}", sm=f"sm_{cc[0]}{cc[1]}", compute_capability=list(cc),
-                    memory_bytes=memory, driver_version=None, cuda_driver_version=None, source="described",
-                    uuid=f"GPU-described-{i}", cuda_index=len(p.nvidia_gpus), vulkan_driver="nvidia_icd"))
-                drivers.add("nvidia_icd")
-            elif dtype == "amd_gpu":
-                gfx = _amd_gfx(row, name)
-                p.amd_gpus.append(AmdGpu(
-                    index=len(p.amd_gpus), name=f"AMD {label}", pci=PCI(vendor="0x1002", device="", bus_id=None),
-                    gfx=gfx, gfx_effective=gfx, vram_bytes=memory, source="described", driver="amdgpu",
-                    hip_index=len(p.amd_gpus), vulkan_driver="radeon_icd"))
-                drivers.add("radeon_icd")
-            else:
-                p.intel_gpus.append(IntelGpu(name=f"Intel Arc {label}", arc=True, index=len(p.intel_gpus),
-                                             vulkan_driver="intel_icd"))
-                drivers.add("intel_icd")
-            made.append(label)
+            made.append(_add_gpu(p, i, name, vram_bytes, drivers))
         p.vulkan.loader = True
         p.vulkan.gpu_drivers = sorted(drivers)
     elif vram_bytes is not None:
-        discrete = [g for g in p.amd_gpus if not g.integrated] + [g for g in p.nvidia_gpus if not g.unified]
-        if not discrete:
-            raise DescribeError("--vram gives the memory of discrete GPUs, and this machine has none "
-                                "(name one with --gpu)")
-        from selector.bandwidth import row_for
-
-        for g in discrete:
-            amd = hasattr(g, "vram_bytes")
-            # the card is what its probed memory says it is ("RX 7900 XTX/XT/GRE" with 24 GiB: the XTX): named
-            # so before its memory changes, lest the new size make it another card of the name
-            row = row_for("amd_gpu", g.name, g.vram_bytes, exact=True) if amd and "/" in (g.name or "") else None
-            if row is not None:
-                g.name = f"AMD {row['match']}"
-            if amd:
-                g.vram_bytes, g.vram_used_bytes = vram_bytes, None
-            else:
-                g.memory_bytes, g.memory_free_bytes = vram_bytes, None
+        _resize(p, vram_bytes)
     words = []
     if made:
         words.append(" + ".join(f"{made.count(n)}x {n}" if made.count(n) > 1 else n for n in dict.fromkeys(made))
