@@ -14,7 +14,7 @@ from functools import cached_property, lru_cache
 
 from probes.inputs import InputError, need, read_json
 from probes.record import FrozenRecord, Record, field
-from selector.choices import OSES
+from selector.choices import CHANNELS, OSES
 from selector.kinds import ACCELERATORS, DEVICE_TYPES  # noqa: F401 - the kinds a row may name (catalogs/device-kinds.json)
 
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalogs")
@@ -224,63 +224,60 @@ def _check_row_extras(row: dict, path, rw) -> None:
         _str_map(row["env"], path, f"{rw}.env")
 
 
-def parse(data, path: str = "<catalog>") -> Catalog:
-    _need(isinstance(data, dict), path, "top level", "must be a JSON object")
-    _need(data.get("schema_version") == 1, path, "schema_version", f"must be 1, found {data.get('schema_version')!r}")
-    name = data.get("name")
-    _need(isinstance(name, str) and name, path, "name", "must be a non-empty string")
-    recipes_data = data.get("recipes")
-    _need(isinstance(recipes_data, dict) and recipes_data, path, "recipes", "must be a non-empty object")
-    recipes: dict[str, Recipe] = {}
-    for rname, r in recipes_data.items():
-        where = f"recipes.{rname}"
-        _need(isinstance(r, dict), path, where, "must be an object")
-        display = r.get("display_name", rname)
-        _need(isinstance(display, str), path, f"{where}.display_name", "must be a string")
-        for key in ("selectable_backend", "uses_ctx_size"):
-            _need(isinstance(r.get(key, False), bool), path, f"{where}.{key}", "must be true or false")
-        channels = _strs(r.get("rocm_channels", []), path, f"{where}.rocm_channels", ("stable", "nightly"))
-        options = r.get("options", [])
-        _need(isinstance(options, list), path, f"{where}.options", "must be a list")
-        for i, opt in enumerate(options):
-            _need(isinstance(opt, dict) and isinstance(opt.get("name"), str), path, f"{where}.options[{i}]", "must be an object with a 'name'")
-            _need(opt.get("flag") is None or isinstance(opt.get("flag"), str), path, f"{where}.options[{i}].flag", "must be a string or null")
-        rows_data = r.get("rows")
-        _need(isinstance(rows_data, list) and rows_data, path, f"{where}.rows", "must be a non-empty list")
-        rows = []
-        for i, row in enumerate(rows_data):
-            rw = f"{where}.rows[{i}]"
-            _need(isinstance(row, dict), path, rw, "must be an object")
-            backend = row.get("backend")
-            _need(isinstance(backend, str) and backend, path, f"{rw}.backend", "must be a non-empty string")
-            tier = row.get("tier", "core")
-            _need(tier in TIERS, path, f"{rw}.tier", f"must be one of {', '.join(TIERS)}, found {tier!r}")
-            fmt = row.get("format", "native")
-            _need(fmt in FORMATS, path, f"{rw}.format", f"must be one of {', '.join(FORMATS)}, found {fmt!r}")
-            oses = _strs(row.get("os"), path, f"{rw}.os", OSES, empty_ok=False)
-            devs = row.get("devices")
-            _need(isinstance(devs, dict) and devs, path, f"{rw}.devices", "must be a non-empty object {device_type: [families]}")
-            devices = []
-            for dtype, fams in devs.items():
-                _need(dtype in DEVICE_TYPES, path, f"{rw}.devices", f"unknown device type {dtype!r} (expected one of {', '.join(DEVICE_TYPES)})")
-                devices.append((dtype, _strs(fams, path, f"{rw}.devices.{dtype}")))
-            requires = row.get("requires", {})
-            _need(isinstance(requires, dict), path, f"{rw}.requires", "must be an object")
-            _check_requires(requires, path, f"{rw}.requires")
-            _check_row_extras(row, path, rw)
-            note = row.get("note")
-            _need(note is None or isinstance(note, str), path, f"{rw}.note", "must be a string")
-            known = {"backend", "tier", "format", "os", "devices", "requires", "note"}
-            rows.append(Row(backend, tier, fmt, oses, tuple(devices), requires, note,
-                            {k: v for k, v in row.items() if k not in known}))
-        if "capabilities" in r:  # LocalAI meta backend: {capability: image} (selector/capability.py)
-            from selector.capability import validate_map
+def _row(row, path: str, rw: str) -> Row:
+    """One support row, checked."""
+    _need(isinstance(row, dict), path, rw, "must be an object")
+    backend = row.get("backend")
+    _need(isinstance(backend, str) and backend, path, f"{rw}.backend", "must be a non-empty string")
+    tier = row.get("tier", "core")
+    _need(tier in TIERS, path, f"{rw}.tier", f"must be one of {', '.join(TIERS)}, found {tier!r}")
+    fmt = row.get("format", "native")
+    _need(fmt in FORMATS, path, f"{rw}.format", f"must be one of {', '.join(FORMATS)}, found {fmt!r}")
+    oses = _strs(row.get("os"), path, f"{rw}.os", OSES, empty_ok=False)
+    devs = row.get("devices")
+    _need(isinstance(devs, dict) and devs, path, f"{rw}.devices", "must be a non-empty object {device_type: [families]}")
+    devices = []
+    for dtype, fams in devs.items():
+        _need(dtype in DEVICE_TYPES, path, f"{rw}.devices", f"unknown device type {dtype!r} (expected one of {', '.join(DEVICE_TYPES)})")
+        devices.append((dtype, _strs(fams, path, f"{rw}.devices.{dtype}")))
+    requires = row.get("requires", {})
+    _need(isinstance(requires, dict), path, f"{rw}.requires", "must be an object")
+    _check_requires(requires, path, f"{rw}.requires")
+    _check_row_extras(row, path, rw)
+    note = row.get("note")
+    _need(note is None or isinstance(note, str), path, f"{rw}.note", "must be a string")
+    known = {"backend", "tier", "format", "os", "devices", "requires", "note"}
+    return Row(backend, tier, fmt, oses, tuple(devices), requires, note,
+               {k: v for k, v in row.items() if k not in known})
 
-            validate_map(r["capabilities"], path, f"{where}.capabilities")
-        known_r = {"display_name", "selectable_backend", "uses_ctx_size", "rocm_channels", "options", "rows"}
-        recipes[rname] = Recipe(rname, display, bool(r.get("selectable_backend", False)),
-                                bool(r.get("uses_ctx_size", False)), channels, options, rows,
-                                {k: v for k, v in r.items() if k not in known_r})
+
+def _recipe(rname: str, r, path: str) -> Recipe:
+    """One recipe and its rows, checked."""
+    where = f"recipes.{rname}"
+    _need(isinstance(r, dict), path, where, "must be an object")
+    display = r.get("display_name", rname)
+    _need(isinstance(display, str), path, f"{where}.display_name", "must be a string")
+    for key in ("selectable_backend", "uses_ctx_size"):
+        _need(isinstance(r.get(key, False), bool), path, f"{where}.{key}", "must be true or false")
+    channels = _strs(r.get("rocm_channels", []), path, f"{where}.rocm_channels", CHANNELS)
+    options = r.get("options", [])
+    _need(isinstance(options, list), path, f"{where}.options", "must be a list")
+    for i, opt in enumerate(options):
+        _need(isinstance(opt, dict) and isinstance(opt.get("name"), str), path, f"{where}.options[{i}]", "must be an object with a 'name'")
+        _need(opt.get("flag") is None or isinstance(opt.get("flag"), str), path, f"{where}.options[{i}].flag", "must be a string or null")
+    rows_data = r.get("rows")
+    _need(isinstance(rows_data, list) and rows_data, path, f"{where}.rows", "must be a non-empty list")
+    rows = [_row(row, path, f"{where}.rows[{i}]") for i, row in enumerate(rows_data)]
+    if "capabilities" in r:  # LocalAI meta backend: {capability: image} (selector/capability.py)
+        from selector.capability import validate_map
+
+        validate_map(r["capabilities"], path, f"{where}.capabilities")
+    known_r = {"display_name", "selectable_backend", "uses_ctx_size", "rocm_channels", "options", "rows"}
+    return Recipe(rname, display, bool(r.get("selectable_backend", False)), bool(r.get("uses_ctx_size", False)),
+                  channels, options, rows, {k: v for k, v in r.items() if k not in known_r})
+
+
+def _gates(data: dict, recipes: dict, path: str) -> list[Gate]:
     gates = []
     for i, g in enumerate(data.get("gates", [])):
         gw = f"gates[{i}]"
@@ -289,8 +286,12 @@ def parse(data, path: str = "<catalog>") -> Catalog:
             _need(isinstance(g.get(key), str) and g.get(key), path, f"{gw}.{key}", "must be a non-empty string")
         _need(g["recipe"] in recipes, path, f"{gw}.recipe", f"unknown recipe {g['recipe']!r}")
         gates.append(Gate(g["recipe"], g["backend"], g["family"], _strs(g.get("os", list(OSES)), path, f"{gw}.os", OSES),
-                          _strs(g.get("channels", ["stable", "nightly"]), path, f"{gw}.channels", ("stable", "nightly")), g["reason"],
+                          _strs(g.get("channels", list(CHANNELS)), path, f"{gw}.channels", CHANNELS), g["reason"],
                           _strs(g.get("needs", []), path, f"{gw}.needs", GATE_NEEDS)))
+    return gates
+
+
+def _exclusions(data: dict, path: str) -> list[Exclusion]:
     exclusions = []
     for i, e in enumerate(data.get("exclusions", [])):
         ew = f"exclusions[{i}]"
@@ -298,6 +299,18 @@ def parse(data, path: str = "<catalog>") -> Catalog:
         for key in ("backend", "device_type", "reason"):
             _need(isinstance(e.get(key), str) and e.get(key), path, f"{ew}.{key}", "must be a non-empty string")
         exclusions.append(Exclusion(e["backend"], e["device_type"], _strs(e.get("families"), path, f"{ew}.families"), e["reason"]))
+    return exclusions
+
+
+def parse(data, path: str = "<catalog>") -> Catalog:
+    _need(isinstance(data, dict), path, "top level", "must be a JSON object")
+    _need(data.get("schema_version") == 1, path, "schema_version", f"must be 1, found {data.get('schema_version')!r}")
+    name = data.get("name")
+    _need(isinstance(name, str) and name, path, "name", "must be a non-empty string")
+    recipes_data = data.get("recipes")
+    _need(isinstance(recipes_data, dict) and recipes_data, path, "recipes", "must be a non-empty object")
+    recipes = {rname: _recipe(rname, r, path) for rname, r in recipes_data.items()}
+    gates, exclusions = _gates(data, recipes, path), _exclusions(data, path)
     if "no_fit_reason" in data:  # the decision's reason when no backend fits; {recipe} is replaced
         _need(isinstance(data["no_fit_reason"], str) and data["no_fit_reason"], path, "no_fit_reason",
               "must be a non-empty string")
