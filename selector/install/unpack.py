@@ -439,13 +439,73 @@ def _extract_tar(archive, tree: Tree, kind):
                 raise ArchiveError(f"{tree.label}: refusing special file {m.name}")
 
 
+def _writers(tree: Tree, files: dict, staging: str):
+    """py7zr's writer factory for ``tree``: each entry written only where the listing declared it, through
+    the Tree's checks (its size admitted, its parent opened without following links); and the writers
+    made, to close."""
+    from py7zr.io import Py7zIO, WriterFactory
+
+    class Out(Py7zIO):
+        def __init__(self, rel):
+            self.rel, self.n, self.out = rel, 0, None
+
+        def write(self, s):
+            if self.out is None:
+                size = files.get(self.rel, 0)
+                tree.admit(self.rel, size)
+                name = self.rel.rsplit("/", 1)[-1]
+                parent = tree._parent(self.rel)
+                try:
+                    tree._clear(parent, name, self.rel)
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY
+                    fd = os.open(name, flags, 0o755, dir_fd=parent) if HAVE_DIRFD else \
+                        os.open(os.path.join(parent, name), flags, 0o755)
+                finally:
+                    tree._done_parent(parent)
+                self.out = open(fd, "wb", closefd=True)
+            self.n += len(s)
+            tree._count(len(s), self.rel)
+            return self.out.write(s)
+
+        def read(self, size=None):
+            return b""
+
+        def seek(self, offset, whence=0):
+            return 0
+
+        def flush(self):
+            if self.out is not None:
+                self.out.flush()
+
+        def size(self):
+            return self.n
+
+        def close(self):
+            if self.out is not None:
+                self.out.close()
+                self.out = None
+
+    made = []
+
+    class Factory(WriterFactory):
+        def create(self, filename):
+            rel = _check_name(os.path.relpath(os.path.abspath(filename), staging), tree.label)
+            if rel not in files:
+                raise ArchiveError(f"{tree.label}: refusing unexpected entry {filename}")
+            o = Out(rel)
+            # py7zr closes each writer itself; closing them again below only guards a version that does not
+            made.append(o)  # pragma: no mutate
+            return o
+
+    return Factory(), made
+
+
 def _extract_7z(archive, tree: Tree):
     try:
         import py7zr  # optional
     except ImportError:
         raise ArchiveError(f"unsupported archive: {tree.label} (.7z needs the optional py7zr package: "
                            "pip install py7zr)") from None
-    from py7zr.io import Py7zIO, WriterFactory
 
     with py7zr.SevenZipFile(archive) as z:
         entries = z.list()
@@ -460,60 +520,8 @@ def _extract_7z(archive, tree: Tree):
             elif rel:
                 files[rel] = e.uncompressed or 0
         staging = os.path.abspath(tree.root)
-
-        class Out(Py7zIO):
-            def __init__(self, rel):
-                self.rel, self.n, self.out = rel, 0, None
-
-            def write(self, s):
-                if self.out is None:
-                    size = files.get(self.rel, 0)
-                    tree.admit(self.rel, size)
-                    name = self.rel.rsplit("/", 1)[-1]
-                    parent = tree._parent(self.rel)
-                    try:
-                        tree._clear(parent, name, self.rel)
-                        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY
-                        fd = os.open(name, flags, 0o755, dir_fd=parent) if HAVE_DIRFD else \
-                            os.open(os.path.join(parent, name), flags, 0o755)
-                    finally:
-                        tree._done_parent(parent)
-                    self.out = open(fd, "wb", closefd=True)
-                self.n += len(s)
-                tree._count(len(s), self.rel)
-                return self.out.write(s)
-
-            def read(self, size=None):
-                return b""
-
-            def seek(self, offset, whence=0):
-                return 0
-
-            def flush(self):
-                if self.out is not None:
-                    self.out.flush()
-
-            def size(self):
-                return self.n
-
-            def close(self):
-                if self.out is not None:
-                    self.out.close()
-                    self.out = None
-
-        made = []
-
-        class Factory(WriterFactory):
-            def create(self, filename):
-                rel = _check_name(os.path.relpath(os.path.abspath(filename), staging), tree.label)
-                if rel not in files:
-                    raise ArchiveError(f"{tree.label}: refusing unexpected entry {filename}")
-                o = Out(rel)
-                # py7zr closes each writer itself; closing them again below only guards a version that does not
-                made.append(o)  # pragma: no mutate
-                return o
-
-        z.extractall(path=staging, factory=Factory())
+        factory, made = _writers(tree, files, staging)
+        z.extractall(path=staging, factory=factory)
         for o in made:
             o.close()
         for rel in files:  # empty files get no write()
