@@ -190,6 +190,40 @@ def _count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
+def _node_place(host, props: dict) -> tuple[int | None, str | None]:
+    """A KFD node's render minor and PCI address (old kernels print no drm_render_minor: found from the
+    PCI device's drm directory)."""
+    minor = parse_int(props.get("drm_render_minor"))
+    bus_id = None
+    domain, loc = parse_int(props.get("domain")), parse_int(props.get("location_id"))
+    if loc is not None:
+        bus_id = f"{domain or 0:04x}:{loc >> 8:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
+    if (minor is None or minor < 0) and bus_id:  # old kernels: no drm_render_minor
+        for entry in host.listdir(f"/sys/bus/pci/devices/{bus_id}/drm"):
+            if entry.startswith("renderD") and entry[7:].isdecimal():
+                minor = int(entry[7:])
+    return minor, bus_id
+
+
+def _node_gfx(profile, node: str, version: int | None, facts: dict, row, device: str):
+    """(gfx, source) of a KFD node: its gfx_target_version, else (a kernel before 4.19) its GC IP version or
+    the PCI table, said in a warning."""
+    if version:
+        return tables.gfx_name(version), "kfd"
+    source = "kfd"
+    gfx = tables.gfx_from_gc(facts["gc"]) if facts.get("gc") else None
+    if gfx is None and row is not None:
+        gfx, source = row["gfx"], "pci-table"
+    profile.warn(
+        "amd_gpu",
+        f"KFD node {node}: no gfx_target_version (a kernel older than 4.19?); "
+        + (f"gfx {gfx} taken from device id {device} through the "
+           + ("GC IP version" if source == "kfd" else "PCI table")
+           if gfx else f"device id {device} is not in the PCI table: gfx target unknown"),
+    )
+    return gfx, source
+
+
 def _from_kfd(host, profile) -> list[tuple[AmdGpu, dict | None, dict | None]] | None:
     """(GPU, its DRM facts, its PCI table row) of each GPU node of the KFD topology (facts None: a
     node this process may not read); None without a topology."""
@@ -220,16 +254,8 @@ def _from_kfd(host, profile) -> list[tuple[AmdGpu, dict | None, dict | None]] | 
         if version is not None and (version < 0 or version > 999999):
             profile.warn("amd_gpu", f"KFD node {node}: implausible gfx_target_version {version}; skipped")
             continue
-        minor = parse_int(props.get("drm_render_minor"))
+        minor, bus_id = _node_place(host, props)
         vendor_id = parse_int(props.get("vendor_id"))
-        bus_id = None
-        domain, loc = parse_int(props.get("domain")), parse_int(props.get("location_id"))
-        if loc is not None:
-            bus_id = f"{domain or 0:04x}:{loc >> 8:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
-        if (minor is None or minor < 0) and bus_id:  # old kernels: no drm_render_minor
-            for entry in host.listdir(f"/sys/bus/pci/devices/{bus_id}/drm"):
-                if entry.startswith("renderD") and entry[7:].isdecimal():
-                    minor = int(entry[7:])
         facts = _drm_facts(host, f"{DRM}/renderD{minor}/device") if minor is not None and minor >= 0 else {}
         uid = parse_int(props.get("unique_id"))
         if uid and facts.get("vendor"):
@@ -244,20 +270,7 @@ def _from_kfd(host, profile) -> list[tuple[AmdGpu, dict | None, dict | None]] | 
         device = facts.get("device") or (f"0x{device_id:04x}" if device_id is not None else "")
         vendor = facts.get("vendor") or (f"0x{vendor_id:04x}" if vendor_id is not None else "0x1002")
         row = tables.amd_pci(device, facts.get("revision")) if device else None
-        source = "kfd"
-        if version:
-            gfx = tables.gfx_name(version)
-        else:
-            gfx = tables.gfx_from_gc(facts["gc"]) if facts.get("gc") else None
-            if gfx is None and row is not None:
-                gfx, source = row["gfx"], "pci-table"
-            profile.warn(
-                "amd_gpu",
-                f"KFD node {node}: no gfx_target_version (a kernel older than 4.19?); "
-                + (f"gfx {gfx} taken from device id {device} through the "
-                   + ("GC IP version" if source == "kfd" else "PCI table")
-                   if gfx else f"device id {device} is not in the PCI table: gfx target unknown"),
-            )
+        gfx, source = _node_gfx(profile, node, version, facts, row, device)
         bus_id = facts.get("bus_id") or bus_id
         gpu = AmdGpu(
             name=_name(row, gfx),
