@@ -68,13 +68,12 @@ def detect(profile, spec: dict) -> Choice:
     f = facts(profile, spec["vendors"])
     for rule in spec["rules"]:
         if _holds(rule.get("if", {}), f):
-            value = rule["capability"].replace("{vendor}", f["vendor"] or "default")
-            words = {"{vram}": f"{f['vram'] / GIB:.1f} GiB", "{vendor}": f["vendor"] or "", "{env}": spec["env"],
-                     "{run_file}": spec["run_file"]}
-            why, hint = rule["why"], rule.get("hint", "")
-            for k, v in words.items():
-                why, hint = why.replace(k, v), hint.replace(k, v)
-            return Choice(value, "detected", why, hint)
+            from selector.engine.words import placeholders
+
+            value = placeholders(rule["capability"], {"vendor": f["vendor"] or "default"})
+            words = {"vram": f"{f['vram'] / GIB:.1f} GiB", "vendor": f["vendor"] or "", "env": spec["env"],
+                     "run_file": spec["run_file"]}
+            return Choice(value, "detected", placeholders(rule["why"], words), placeholders(rule.get("hint", ""), words))
     return Choice("default", "detected", "no rule matched")
 
 

@@ -16,6 +16,14 @@ def fill(template: str, values: dict) -> str:
     return template.format_map(values)
 
 
+def placeholders(text: str, values: dict) -> str:
+    """A data file's sentence with its ``{name}`` placeholders filled in one pass (a value is never read as
+    a placeholder itself); any other brace is left as written."""
+    import re
+
+    return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), text)
+
+
 def os_reason(oses) -> str:
     words = [OS_WORDS.get(o, o) for o in oses]
     if len(words) == 1:
@@ -47,7 +55,7 @@ def and_(items: list[str]) -> str:
 def family_reason(row, family, name) -> str:
     """The row's own words for "this device kind, but not this family" (catalog ``family_reason``)."""
     text = row.extra.get("family_reason")
-    return text.replace("{family}", str(family)).replace("{name}", str(name)) if text else ""
+    return placeholders(text, {"family": family, "name": name}) if text else ""
 
 
 def reasons(passed, merged: list, row, fams) -> list[str]:
