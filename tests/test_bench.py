@@ -170,7 +170,7 @@ def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
     (tmp_path / "bin" / "llamacpp" / "rocm-stable" / "version.txt").write_text("b7100\n")
     d = pick(cli, tmp_path, "--policy", "measured")
     # vulkan alone is fresh: a speed compared with nothing chooses nothing; the published comparison does
-    assert d["backend"] == "vulkan" and d["reason"].startswith("only vulkan has a fresh tg measurement of llamacpp")
+    assert d["backend"] == "vulkan" and d["reason"].startswith("only vulkan has a steady fresh tg measurement of llamacpp")
     assert "published on RX 7900 XTX" in d["reason"]
     st = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path), "--json").json()
     stale = [m for m in st["measurements"] if m["dir"] == "rocm-stable"]
@@ -314,7 +314,7 @@ def test_one_backend_measured_is_compared_with_nothing_and_falls_back_saying_so(
     for metric, test in (("pp", "pp512"), ("tg", "tg128")):
         d = _measured([rec("rocm", "rocm-stable", "q4", test, 4000.0, "2026-12-01T10:00")], metric=metric)
         assert d.backend == "vulkan", (metric, d.reason)
-        assert d.reason.startswith(f"only rocm has a fresh {metric} measurement of llamacpp on this machine, so "
+        assert d.reason.startswith(f"only rocm has a steady fresh {metric} measurement of llamacpp on this machine, so "
                                    "nothing is compared with it"), d.reason
         assert "accelerator-first instead: first supported accelerator backend" in d.reason
         assert not any("measurement prefers" in n for n in d.notes)
@@ -352,7 +352,7 @@ def test_a_noisy_result_is_measured_again_then_kept_but_never_chosen(cli, tmp_pa
     assert by["vulkan"]["tests"]["tg128"]["noisy"] and not by["rocm"]["tests"]["tg128"].get("noisy")
     assert out["winner"] == "rocm"
     p = pick(cli, tmp_path, "--policy", "measured")  # rocm's steady result is compared with nothing
-    assert p["reason"].startswith("only rocm has a fresh tg measurement") and "measured:" not in p["reason"]
+    assert p["reason"].startswith("only rocm has a steady fresh tg measurement") and "measured:" not in p["reason"]
     human = bench(cli, tmp_path, model)
     assert "200.0 ± 100.0 noisy" in human.out and "never chosen by --policy measured" in human.out
     status = cli("status", "--root", ROOT, "--cache-dir", str(tmp_path))

@@ -204,7 +204,7 @@ def test_bench_measures_the_build_on_path_and_reads_its_own_version(gguf, system
         assert not pick["reason"].startswith("measured:")
     else:
         # one build measured is compared with nothing: the pick falls back and says so
-        assert pick["reason"].startswith("only system has a fresh tg measurement of llamacpp"), pick["reason"]
+        assert pick["reason"].startswith("only system has a steady fresh tg measurement of llamacpp"), pick["reason"]
 
 
 def test_a_measurement_of_the_build_on_path_is_stale_once_path_names_another(gguf, system_path, tmp_path):

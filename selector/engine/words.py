@@ -125,10 +125,11 @@ def _unmeasured_words(c: Choice, recipe: str) -> str:
                 f"more than a tenth of their mean); measure again on a quiet machine")
     if c.unmeasured is Unmeasured.UNMEASURABLE:
         return f"pick-backend cannot measure {recipe} (no benchmark tool it reads)"
-    if c.unmeasured is Unmeasured.ALONE:
-        return (f"only {c.alone} has a fresh {c.metric} measurement of {recipe}{_at(c)} on this machine, so nothing "
-                f"is compared with it (`pick-backend bench {recipe} --model M` measures every installed build)")
     flag = f" --depth {c.depth}" if c.depth else ""
+    if c.unmeasured is Unmeasured.ALONE:
+        return (f"only {c.alone} has a steady fresh {c.metric} measurement of {recipe}{_at(c)} on this machine, so "
+                f"nothing is compared with it (`pick-backend bench {recipe} --model M{flag}` measures each supported "
+                f"build installed)")
     return (f"no fresh {c.metric} measurement of {recipe}{_at(c)} on this machine "
             f"(`pick-backend bench {recipe} --model M{flag}` makes them)")
 
