@@ -24,7 +24,7 @@ def exit_code(verdicts) -> int:
 
 
 def _mib(n) -> str:
-    return "-" if n is None else f"{n / MiB:.1f}"
+    return "-" if n is None else f"{n / MiB:.2f}"
 
 
 def check_json(verdicts, asked) -> dict:
@@ -71,9 +71,9 @@ def check_human(con, verdicts, exe: str, timeout: float) -> None:
                 continue
             mark = "" if r.engine is None else ("✓" if r.within else f"✗ more than {_mib(r.tolerance)} MiB")
             t.add_row(r.device, TERM_WORDS[r.term], _mib(r.plan), _mib(r.engine),
-                      "" if r.diff is None else f"{r.diff / MiB:+.1f}", mark)
+                      "" if r.diff is None else f"{r.diff / MiB:+.2f}", mark)
         for r in v.runtime:
-            t.add_row(r.device, "runtime", _mib(r.reserve), _mib(r.overhead), f"{(r.reserve - r.overhead) / MiB:+.1f}",
+            t.add_row(r.device, "runtime", _mib(r.reserve), _mib(r.overhead), f"{(r.reserve - r.overhead) / MiB:+.2f}",
                       "✓" if r.within else "✗ beyond the reserve")
         con.print(t)
         if v.way == FIT_PARAMS and any(r.engine is None for r in v.rows):

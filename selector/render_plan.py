@@ -190,7 +190,8 @@ def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
     return out
 
 
-def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: str | None = None) -> None:
+def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: str | None = None,
+               measured: dict | None = None) -> None:
     """`plan`'s text: ``out`` is its JSON (docs/json.md 'plan'), ``p`` the typed plan (None for a model
     sized by its file: whisper.cpp, sd.cpp)."""
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
@@ -204,6 +205,11 @@ def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: 
         say(headline(p), style=None if p.fits else "red")
         for line in memory_lines(p):
             say(line)
+        if measured:
+            how = "allocated by a llama-server start" if measured.get("way") == "server" else \
+                "projected by the build's llama-fit-params"
+            build = f", build {measured['build']}" if measured.get("build") else ""
+            say(f"  compute: measured here on {measured['date']} ({how}, plan --check{build})", style="dim")
         alt = alternative_line(p, out["speed_estimate"], (out["fit"].get("instead_of") or {}).get("tokens_per_s"))
         if alt:
             say(alt, style="dim")

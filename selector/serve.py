@@ -171,11 +171,13 @@ def _bus(bus_id: str) -> str:
 AUTO = "auto"
 
 
-def check(fit: dict, server: str, args: list[str], env: dict, *, way: str = AUTO, timeout: float = 120.0,
+def check(plan_terms, server: str, args: list[str], env: dict, *, way: str = AUTO, timeout: float = 120.0,
           held_by=None, reserves: dict | None = None) -> tuple[list, list[Asked]]:
-    """Ask the build the plan names and compare.  ``way``: fit-params, server, or auto (fit-params
-    where the build has it; a server start where it has not, or where fit-params' figures differ
-    from the plan's).  Returns (the verdicts in the order asked, the last deciding; what was asked)."""
+    """Ask the build the plan names and compare.  ``plan_terms(gpu_names, way)``: the plan's Buffers
+    per device in the engine's names (check.plan_buffers).  ``way``: fit-params, server, or auto
+    (fit-params where the build has it; a server start where it has not, or where fit-params' figures
+    differ from the plan's).  Returns (the verdicts in the order asked, the last deciding; what was
+    asked)."""
     from selector.models import check as judge
 
     verdicts, asked = [], []
@@ -192,7 +194,7 @@ def check(fit: dict, server: str, args: list[str], env: dict, *, way: str = AUTO
             verdicts.append(judge.Verdict(w, judge.Outcome.NO_ANSWER, failure=a.failure, detail=a.detail))
         else:
             gpus = [d.device for d in a.report.gpus]
-            verdicts.append(judge.compare(judge.plan_buffers(fit, gpus, w), a.report, a.held,
+            verdicts.append(judge.compare(plan_terms(gpus, w), a.report, a.held,
                                           {g: (reserves or {}).get(i, 0) for i, g in enumerate(gpus)}))
         if verdicts[-1].outcome is judge.Outcome.CONFIRMED:
             break

@@ -142,3 +142,19 @@ def start_server(argv: list[str], env: dict | None = None, timeout: float = 120.
         p.stdout.close()
         status = p.wait()
     return "".join(lines), (rc if rc is not None else status)
+
+
+def plan_terms(fit: dict):
+    """`plan --json`'s "fit" (docs/json.md) as the plan's Buffers per device, for serve.check and
+    check.compare: ``terms(gpu_names, way)``."""
+    from selector.models.engine_report import FIT_PARAMS, HOST, Buffers
+
+    def terms(names, way):
+        out = [Buffers(names[i] if i < len(names) else f"GPU{i}", model=d["weights_bytes"], kv=d["kv_bytes"],
+                       compute=d["compute_bytes"]) for i, d in enumerate(fit.get("devices") or [])]
+        c = fit.get("cpu") or {}
+        repack = 0 if way == FIT_PARAMS else c.get("repack", 0)
+        out.append(Buffers(HOST, model=c.get("weights", 0) + repack, kv=c.get("kv", 0), compute=c.get("compute", 0),
+                           output=c.get("output", 0)))
+        return tuple(out)
+    return terms

@@ -18,6 +18,7 @@ import re
 import pytest
 
 import engine_gguf
+import real_engine as E
 from conftest import machine, run_cli
 from selector.models import check, engine_report
 from selector.models.engine_report import MiB
@@ -87,7 +88,7 @@ def test_the_gpu_plan_is_what_the_cuda_engine_allocates(headers, tmp_path, run):
         assert int(ngl) < int(_ran(run)[_ran(run).index("-ngl") + 1])
         return
 
-    v = check.compare(check.plan_buffers(p["fit"], ["CUDA0"], engine_report.SERVER), report, held,
+    v = check.compare(E.plan_terms(p["fit"])(["CUDA0"], engine_report.SERVER), report, held,
                       {"CUDA0": fit.reserve("cuda")})
     off = {(r.device, r.term): -r.diff for r in v.off}
     if run in KNOWN:

@@ -119,7 +119,7 @@ def test_a_server_start_reads_every_buffer_and_what_the_driver_says_it_holds(tmp
     assert a.report.device("Host").output == round(0.49 * MiB) and a.report.held == {"CUDA0": 4901 * MiB,
                                                                                       "Host": 552 * MiB}
     assert a.held == {"CUDA0": 5490 * MiB}
-    verdicts, _ = serve.check(PLAN, exe, [], dict(os.environ), way="server", held_by=lambda pid: {"0000:00:06.0": 5490 * MiB},
+    verdicts, _ = serve.check(E.plan_terms(PLAN), exe, [], dict(os.environ), way="server", held_by=lambda pid: {"0000:00:06.0": 5490 * MiB},
                               reserves={0: 640 * MiB})
     assert verdicts[-1].outcome is check.Outcome.CONFIRMED
     (rt,) = verdicts[-1].runtime
@@ -129,12 +129,12 @@ def test_a_server_start_reads_every_buffer_and_what_the_driver_says_it_holds(tmp
 def test_a_build_that_allocates_other_figures_contradicts_the_plan(tmp_path):
     exe = stand_in(tmp_path, "llama-server", SERVER)
     env = dict(os.environ, FAKE_COMPUTE="300.00")
-    verdicts, asked = serve.check(PLAN, exe, [], env, way="server")
+    verdicts, asked = serve.check(E.plan_terms(PLAN), exe, [], env, way="server")
     v = verdicts[-1]
     assert v.outcome is check.Outcome.CONTRADICTED
     assert [(r.device, r.term) for r in v.off] == [("CUDA0", "compute")] and v.off[0].diff == 112 * MiB - 300 * MiB
     # a driver that says the process holds more than the plan kept for the runtime contradicts it too
-    verdicts, _ = serve.check(PLAN, exe, [], dict(os.environ), way="server",
+    verdicts, _ = serve.check(E.plan_terms(PLAN), exe, [], dict(os.environ), way="server",
                               held_by=lambda pid: {"0000:00:06.0": 6000 * MiB}, reserves={0: 512 * MiB})
     assert verdicts[-1].outcome is check.Outcome.CONTRADICTED and not verdicts[-1].off
 
@@ -142,14 +142,14 @@ def test_a_build_that_allocates_other_figures_contradicts_the_plan(tmp_path):
 def test_auto_asks_fit_params_first_and_a_server_decides_where_it_differs(tmp_path):
     server = stand_in(tmp_path, "llama-server", SERVER)
     stand_in(tmp_path, "llama-fit-params", "print('CUDA0 4277 512 258'); print('Host 532 0 20')\n")
-    verdicts, asked = serve.check(PLAN, server, [], dict(os.environ))
+    verdicts, asked = serve.check(E.plan_terms(PLAN), server, [], dict(os.environ))
     assert [a.way for a in asked] == ["fit-params", "server"]  # the projection's compute is off: a start decides
     assert verdicts[0].outcome is check.Outcome.CONTRADICTED and verdicts[-1].outcome is check.Outcome.CONFIRMED
     stand_in(tmp_path, "llama-fit-params", "print('CUDA0 4277 512 112'); print('Host 532 0 20')\n")
-    verdicts, asked = serve.check(PLAN, server, [], dict(os.environ))
+    verdicts, asked = serve.check(E.plan_terms(PLAN), server, [], dict(os.environ))
     assert [a.way for a in asked] == ["fit-params"] and verdicts[-1].outcome is check.Outcome.CONFIRMED
     os.unlink(tmp_path / "llama-fit-params")  # a build without the tool: a server start
-    verdicts, asked = serve.check(PLAN, server, [], dict(os.environ))
+    verdicts, asked = serve.check(E.plan_terms(PLAN), server, [], dict(os.environ))
     assert [a.way for a in asked] == ["server"]
 
 
@@ -182,15 +182,15 @@ def test_the_real_engine_confirms_the_cpu_plan_both_ways(models, tmp_path, key, 
     assert r.rc == 0, r.err
     p = r.json()
     server = E.exe("llama-server")
-    verdicts, asked = serve.check(p["fit"], server, p["args"], dict(os.environ), way="server")
+    verdicts, asked = serve.check(E.plan_terms(p["fit"]), server, p["args"], dict(os.environ), way="server")
     assert verdicts[-1].outcome is check.Outcome.CONFIRMED, [(x.term, x.plan, x.engine) for x in verdicts[-1].off]
     assert {x.term for x in verdicts[-1].rows if x.engine is not None} == {"model", "kv", "compute", "output"}
-    verdicts, asked = serve.check(p["fit"], server, p["args"], dict(os.environ), way="fit-params")
+    verdicts, asked = serve.check(E.plan_terms(p["fit"]), server, p["args"], dict(os.environ), way="fit-params")
     off = {x.term for x in verdicts[-1].off}
     # the projection counts the mapped file without the repacked experts, and logits for a whole
     # micro-batch: a large vocabulary's compute differs there, and auto asks a server
     assert off <= {"compute", "model"} and ("model" not in off or key == "qwen3moe-q4_0")
     assert all(x.engine >= x.plan for x in verdicts[-1].off if x.term == "compute")
-    verdicts, asked = serve.check(p["fit"], server, p["args"], dict(os.environ))
+    verdicts, asked = serve.check(E.plan_terms(p["fit"]), server, p["args"], dict(os.environ))
     assert verdicts[-1].outcome is check.Outcome.CONFIRMED
     assert [a.way for a in asked] == (["fit-params"] if not off else ["fit-params", "server"])

@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from selector.cli import plan_check
 from selector.cli.core import describe_options, EXIT_INPUT, EXIT_INSTALL, EXIT_UNSUPPORTED, EXIT_USAGE, Fail, Opts, common, complete_backend, complete_recipe, decide_all  # noqa: E501
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
@@ -134,21 +135,24 @@ def _say_unread(got) -> None:
 @click.option("--parallel", type=int, default=1, show_default=True,
               help="Slots: requests served at once, each with the planned context (llama-server --parallel).")
 @click.option("--exec", "do_exec", is_flag=True, help="Run the launch line (arguments after -- are passed on).")
+@plan_check.options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/json.md, 'plan').")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_type_v, parallel, do_exec, as_json, extra,
-             **kwargs):
+def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_type_v, parallel, do_exec, check_way,
+             check_timeout, as_json, extra, **kwargs):
     """The launch line for MODEL on RECIPE's picked build: device, -ngl, --ctx-size, environment.
 
     Reads the model's GGUF header (from a file, or by range requests, never the weights).  Exit 0
     when it fits (all layers, or -ngl K of them), 3 when it does not fit or no backend runs here,
-    4 for --exec without an installed build, 5 when the model cannot be read.
+    4 for --exec without an installed build, 5 when the model cannot be read.  With --check: 0 when
+    the engine confirms every buffer, 3 when it contradicts one, 4 when it does not answer.
     """
     from selector import render, render_plan
     from selector.cli.needs import model_packages
     from selector.engine import install_dir_name
     from selector.models import fit, planner, planning
+    from selector.models.facts import fit_table
     from selector.models.gguf_header import ModelError
 
     o = Opts(ctx, kwargs)
@@ -163,6 +167,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     version = o.installed().get(d.recipe, {}).get(dirname)
     try:
         model = _model(model_spec, d.recipe)
+        plan_check.refuse(o, check_way, do_exec, d.recipe in fit_table()["gguf_recipes"], model)
         planned = planning.plan_model(profile, d, v, model, cache, _device_ids(cache, d.recipe, dirname, version),
                                       ctx_size, cache_type_k, cache_type_v, parallel, _bandwidth(o, profile, cache))
     except ModelError as e:
@@ -178,6 +183,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         exe = profile.executables.get(binary) if binary else None
     elif version is not None:
         exe = planner.exe_path(cache, d.recipe, dirname, binary, profile.os.name)
+    planned, measured = plan_check.with_measured(planned, cache, exe, profile, model, bool(o.root or o.profile_path))
+    p = planned.plan
     header = planned.from_header
     out = render_plan.plan_json(
         model_spec, d, model, planned, exe, binary, version is not None,
@@ -185,17 +192,25 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         planner.lemonade_note(p) if model.name and header else None,
         (_engine_env_warnings(os.environ) if not (o.root or o.profile_path) else []) + _split_order_warning(p),
         next((w.message for w in profile.warnings if w.probe == "described"), None))
+    if measured:
+        out["fit"]["measured"] = {k: measured.get(k) for k in ("date", "build", "way")}
+        out["warnings"] += plan_check.over_words(p)
     if do_exec:
         _exec(d, model, exe, binary, p, out, extra)
-    if as_json:
-        render.emit_json(out)
-    else:
+    con = render.console()
+    if not as_json:
         devs = planner.targets(profile, d, v)
         where = " + ".join(f"{x['name']} ({x['described']})" for x in devs) if devs else "the CPU"
-        render_plan.print_plan(render.console(), out, p if header else None, f"{model.label} on {d.backend} ({where})",
-                               d.recipe)
+        render_plan.print_plan(con, out, p if header else None, f"{model.label} on {d.backend} ({where})", d.recipe,
+                               measured=measured)
+    code = plan_check.run(con, out, planned, exe, check_way, check_timeout, cache, profile, model, as_json) \
+        if check_way and p.fits else None
+    if as_json:
+        render.emit_json(out)
     if not p.fits:
         sys.exit(EXIT_UNSUPPORTED)
+    if code:
+        sys.exit(code)
 
 
 def _check_plan_flags(o: Opts, extra, do_exec: bool, as_json: bool) -> None:

@@ -106,19 +106,36 @@ def compare(plan: tuple[Buffers, ...], report: Report, held: dict | None = None,
                    build=report.build)
 
 
-def plan_buffers(fit: dict, gpu_names: list[str], way: str) -> tuple[Buffers, ...]:
+def as_projected(plan, facts: dict):
+    """The plan as llama-fit-params projects it: its compute graph reserves logits for a whole
+    micro-batch (llama_context's n_outputs_max before llama-server sets it to its slots), so the device
+    holding the output layer (the CPU on a CPU build, the GPU when every layer is there) has that
+    peak.  Other layouts as they are (a server start decides there)."""
+    from dataclasses import replace
+
+    from selector.models import fit
+
+    run = replace(plan.run, outputs=plan.run.tokens)
+    lay = plan.layout
+    if lay.status is fit.Status.CPU and lay.host is not None:
+        host = replace(lay.host, compute=fit.compute_bytes(facts, run, "cpu"))
+        return replace(plan, layout=replace(lay, host=host))
+    if lay.status is fit.Status.FITS and len(lay.devices) == 1:
+        dev = replace(lay.devices[0], compute=fit.compute_bytes(facts, run, "gpu"))
+        return replace(plan, layout=replace(lay, devices=(dev,)))
+    return plan
+
+
+def plan_buffers(plan, gpu_names: list[str], way: str) -> tuple[Buffers, ...]:
     """The plan's terms per device in the engine's names: its GPUs in order (``gpu_names``: the names
     the engine gave them, CUDA0, Vulkan1 ...), then the host (mapped and repacked weights, its share
-    of the KV cache, its compute and the output buffer).  llama-fit-params projects the host's model
-    buffer without the CPU's repacked copy (the repack happens as the weights load), so against it
-    the host's model term is the mapped weights alone."""
-    out = []
-    for i, d in enumerate(fit.get("devices") or []):
-        name = gpu_names[i] if i < len(gpu_names) else f"GPU{i}"
-        out.append(Buffers(name, model=d["weights_bytes"], kv=d["kv_bytes"],
-                           compute=d["compute_bytes"]))
-    c = fit.get("cpu") or {}
-    repack = 0 if way == FIT_PARAMS else c.get("repack", 0)
-    out.append(Buffers(HOST, model=c.get("weights", 0) + repack, kv=c.get("kv", 0),
-                       compute=c.get("compute", 0), output=c.get("output", 0)))
+    of the KV cache, its compute and the output buffer).  ``plan``: a fit.Plan.  llama-fit-params
+    projects the host's model buffer without the CPU's repacked copy (the repack happens as the
+    weights load), so against it the host's model term is the mapped weights alone."""
+    out = [Buffers(gpu_names[i] if i < len(gpu_names) else f"GPU{i}", model=d.weights, kv=d.kv, compute=d.compute)
+           for i, d in enumerate(plan.devices)]
+    h = plan.layout.host
+    if h is not None:
+        repack = 0 if way == FIT_PARAMS else h.repack
+        out.append(Buffers(HOST, model=h.weights + repack, kv=h.kv, compute=h.compute, output=h.output))
     return tuple(out)
