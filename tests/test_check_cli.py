@@ -9,11 +9,13 @@ import sys
 import textwrap
 import time
 
+import jsonschema
 import pytest
 
 import engine_gguf
 import real_engine as E
 from conftest import run_cli
+from test_json_contract import schema
 
 MiB = 1 << 20
 
@@ -53,6 +55,7 @@ def test_the_engine_confirms_the_plan_both_ways(models, real_path, tmp_path, key
     r = plan(real_path, tmp_path, models[key], "--ctx-size", str(ctx), "--parallel", str(slots), "--cache-type-k",
              cache, "--cache-type-v", cache, "--check", way, "--json")
     assert r.rc == 0, (r.out[-3000:], r.err[-2000:])
+    jsonschema.validate(r.json(), schema("plan"))  # docs/json.md 'plan', with its check
     c = r.json()["check"]
     assert c["outcome"] == "confirmed" and c["decided_by"] == way
     rows = {(x["device"], x["term"]): x for x in c["asked"][-1]["rows"]}
@@ -125,6 +128,7 @@ def test_a_build_that_crashes_or_says_nothing_is_no_answer(models, tmp_path, bod
     r = plan(stand_in(tmp_path / "bin", body), tmp_path, models["llama-spm-q8_0"], "--ctx-size", "2048", "--check",
              "--json")
     assert r.rc == 4, r.err
+    jsonschema.validate(r.json(), schema("plan"))
     c = r.json()["check"]
     assert c["outcome"] == "no-answer" and c["asked"][-1]["failure"] == "crashed"
     r = plan(stand_in(tmp_path / "bin", body), tmp_path, models["llama-spm-q8_0"], "--ctx-size", "2048", "--check")
