@@ -51,7 +51,18 @@ def _verdict_json(v) -> dict:
 
 
 def failure_words(v, exe: str, timeout: float) -> str:
-    return FAILURE_WORDS.get(v.failure, "{exe} gave no answer").format(exe=exe, timeout=timeout, detail=v.detail)
+    name = exe.replace("llama-server", "llama-fit-params") if v.way == FIT_PARAMS else exe
+    return FAILURE_WORDS.get(v.failure, "{exe} gave no answer").format(exe=name, timeout=timeout, detail=v.detail)
+
+
+def kept_words(kept, last) -> str:
+    if kept is True:
+        return "kept: the next plan for this build, model and placement counts these compute buffers"
+    if isinstance(kept, str):
+        return f"! {kept}"
+    if last.way == FIT_PARAMS:
+        return "kept: nothing (a projection, not an allocation; --check server measures and keeps it)"
+    return "kept: nothing"
 
 
 def check_human(con, verdicts, exe: str, timeout: float) -> None:

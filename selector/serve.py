@@ -88,8 +88,8 @@ def ask_server(exe: str, args: list[str], env: dict, timeout: float, held_by=Non
     except OSError as e:
         code = NOT_FOUND if isinstance(e, FileNotFoundError) else NOT_EXECUTABLE
         return Asked(engine_report.SERVER, None, code, f"{exe}: {e.strerror or e}")
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(_lines(proc)), daemon=True)
+    lines = _Kept()
+    reader = threading.Thread(target=lambda: [lines.append(x) for x in _lines(proc)], daemon=True)
     reader.start()
     try:
         listened = _wait_listening(proc, lines, timeout)
@@ -109,23 +109,43 @@ def ask_server(exe: str, args: list[str], env: dict, timeout: float, held_by=Non
     return Asked(engine_report.SERVER, report, output=log, held=held)
 
 
+class _Kept(list):
+    """What a server printed, bounded: every line that names a buffer, a device or the listening
+    socket, and the last TAIL lines (a build may print without end)."""
+    TAIL = 400
+    _KEEP = re.compile(r"buffer size|memory_breakdown|using device|listening|build[ :=]+\d")
+
+    def __init__(self):
+        super().__init__()
+        self.kept = 0
+        self.listening = threading.Event()
+
+    def append(self, line: str) -> None:
+        if len(line) > 4096:
+            line = line[:4096] + "\n"
+        if _LISTENING.search(line):
+            self.listening.set()
+        if _Kept._KEEP.search(line):
+            super().insert(self.kept, line)
+            self.kept += 1
+        else:
+            super().append(line)
+            if len(self) - self.kept > self.TAIL:
+                del self[self.kept]
+
+
 def _lines(proc):
     for raw in proc.stdout:
         yield raw.decode("utf-8", "replace")
 
 
-def _wait_listening(proc, lines: list[str], timeout: float) -> bool:
+def _wait_listening(proc, lines: "_Kept", timeout: float) -> bool:
     deadline = time.monotonic() + timeout
-    seen = 0
     while time.monotonic() < deadline:
-        while seen < len(lines):
-            if _LISTENING.search(lines[seen]):
-                return True
-            seen += 1
+        if lines.listening.wait(0.05):
+            return True
         if proc.poll() is not None:
-            time.sleep(0.1)  # the reader's last lines
-            return any(_LISTENING.search(x) for x in lines[seen:])
-        time.sleep(0.05)
+            return lines.listening.wait(0.2)  # the reader's last lines
     _kill(proc)
     proc.wait()
     return False

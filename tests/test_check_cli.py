@@ -5,6 +5,7 @@ or allocate other figures than the plan's (docs/check.md)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 import time
@@ -24,7 +25,7 @@ MiB = 1 << 20
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("check-cli-models")
     return {k: engine_gguf.write(str(d / f"{k}.gguf"), k) for k in
-            ("llama-spm-q8_0", "gemma3-swa-q8_0", "qwen2-tied-q8_0", "qwen3moe-q8_0")}
+            ("llama-spm-q8_0", "gemma3-swa-q8_0", "qwen2-tied-q8_0", "qwen3moe-q8_0", "llama-wide-q8_0")}
 
 
 def _path(d) -> str:
@@ -172,3 +173,87 @@ def test_check_is_refused_where_it_cannot_ask_this_machine(models, tmp_path):
     r = run_cli("plan", "llamacpp", "--backend", "cpu", "--model", m, "--check", "--cache-dir", str(tmp_path), "--json",
                 env={"PATH": "/nonexistent"})
     assert r.rc == 4 and r.json()["check"]["failure"] == "not-installed"
+
+
+# ------------------------------------------------------------------------------------------------
+# what a hostile hour found (each pinned)
+
+
+@E.needs_engine
+def test_a_server_that_stops_before_its_buffers_is_no_answer_and_nothing_is_kept(models, tmp_path):
+    path = stand_in(tmp_path / "bin", """
+        print("load_tensors:   CPU_Mapped model buffer size =     4.75 MiB")
+        print("main: server is listening on http://127.0.0.1:8080", flush=True)
+    """)
+    m = models["llama-spm-q8_0"]
+    r = plan(path, tmp_path, m, "--ctx-size", "4096", "--check", "--json")
+    assert r.rc == 4 and r.json()["check"]["asked"][-1]["failure"] == "no-buffers" and not r.json()["check"]["kept"]
+    assert "measured" not in plan(path, tmp_path, m, "--ctx-size", "4096", "--json").json()["fit"]
+
+
+@E.needs_engine
+def test_a_projection_is_not_kept_as_a_measurement(models, real_path, tmp_path):
+    m = models["llama-spm-q8_0"]
+    r = plan(real_path, tmp_path, m, "--ctx-size", "4096", "--check", "fit-params")
+    assert r.rc == 0 and "kept: nothing (a projection" in r.out
+    assert "measured" not in plan(real_path, tmp_path, m, "--ctx-size", "4096", "--json").json()["fit"]
+
+
+@E.needs_engine
+def test_a_plan_that_does_not_fit_says_the_check_was_not_run(models, real_path, tmp_path):
+    args = ("--ctx-size", "32768", "--parallel", "4", "--ram", "256M", "--check")
+    r = run_cli("plan", "llamacpp", "--backend", "system", "--model", models["llama-spm-q8_0"], "--cache-dir",
+                str(tmp_path), *args, "--json", env={"PATH": real_path})
+    assert r.rc == 2 and "--ram" in r.err  # a described machine is not this one: refused first
+    # 256 slots of 32768 cells of 8 KiB each: 64 GiB of KV cache, more than this machine has
+    r = plan(real_path, tmp_path, models["llama-wide-q8_0"], "--ctx-size", "32768", "--parallel", "256", "--check",
+             "--json")
+    assert r.json()["fit"]["status"] == "no"
+    assert r.rc == 3 and r.json()["check"] == {"outcome": "not-run", "decided_by": None, "asked": [],
+                                               "failure": "does-not-fit"}
+    r = plan(real_path, tmp_path, models["llama-wide-q8_0"], "--ctx-size", "32768", "--parallel", "256", "--check")
+    assert r.rc == 3 and "check: not run: the plan does not fit" in r.out
+
+
+def test_a_timeout_that_is_not_a_number_is_a_usage_error(models, tmp_path):
+    r = run_cli("plan", "llamacpp", "--model", models["llama-spm-q8_0"], "--check", "--check-timeout", "nan",
+                "--cache-dir", str(tmp_path))
+    assert r.rc == 2 and "Traceback" not in r.err
+
+
+@E.needs_engine
+def test_a_record_that_cannot_be_written_is_said_and_the_verdict_stands(models, real_path, tmp_path):
+    (tmp_path / "pick-backend").mkdir()
+    (tmp_path / "pick-backend" / "check").write_text("a file where the directory goes")
+    r = plan(real_path, tmp_path, models["llama-spm-q8_0"], "--ctx-size", "4096", "--check", "server", "--json")
+    assert r.rc == 0 and r.json()["check"]["outcome"] == "confirmed" and not r.json()["check"]["kept"]
+    assert any("was not kept" in w for w in r.json()["warnings"])
+
+
+@E.needs_engine
+@pytest.mark.parametrize("value", ["true", "99999999999999999999999", "-5", '"12"'])
+def test_a_damaged_record_is_not_used(models, real_path, tmp_path, value):
+    m = models["llama-spm-q8_0"]
+    assert plan(real_path, tmp_path, m, "--ctx-size", "4096", "--check", "server").rc == 0
+    (rec,) = (tmp_path / "pick-backend" / "check").iterdir()
+    rec.write_text(re.sub(r'("Host": )\d+', lambda g: g[1] + value, rec.read_text(), count=1))
+    r = plan(real_path, tmp_path, m, "--ctx-size", "4096", "--json")
+    assert r.rc == 0 and "measured" not in r.json()["fit"]
+
+
+def test_check_is_refused_before_the_machine_is_looked_at(models, tmp_path):
+    r = run_cli("--root", "fixtures/machines/linux-ubuntu24.04-h200-device-capture", "plan", "llamacpp", "--backend",
+                "system", "--model", models["llama-spm-q8_0"], "--check", "--cache-dir", str(tmp_path))
+    assert r.rc == 2 and "--root" in r.err
+
+
+@E.needs_engine
+def test_a_fit_params_that_hangs_is_named_and_a_server_start_decides(models, tmp_path):
+    d = tmp_path / "bin"
+    path = stand_in(d, "os.execv(REAL, [REAL, *sys.argv[1:]])\n")
+    fp = d / "llama-fit-params"
+    fp.write_text(f"#!{sys.executable}\nimport time\nprint('loading 1 2 3', flush=True)\ntime.sleep(300)\n")
+    fp.chmod(0o755)
+    r = plan(path, tmp_path, models["llama-spm-q8_0"], "--ctx-size", "4096", "--check", "--check-timeout", "3")
+    assert r.rc == 0, r.out
+    assert "llama-fit-params gave no answer within 3 s" in r.out and "a llama-server start" in r.out

@@ -194,3 +194,17 @@ def test_the_real_engine_confirms_the_cpu_plan_both_ways(models, tmp_path, key, 
     verdicts, asked = serve.check(E.plan_terms(p["fit"]), server, p["args"], dict(os.environ))
     assert verdicts[-1].outcome is check.Outcome.CONFIRMED
     assert [a.way for a in asked] == (["fit-params"] if not off else ["fit-params", "server"])
+
+
+def test_only_device_lines_of_the_projection_are_read():
+    r = engine_report.from_fit_print("loading 1 2 3\nCPU 4 8 10\nCUDA0 4277 512 258\nHost 532 0 20\n")
+    assert [d.device for d in r.devices] == ["CUDA0", "Host"] and r.device("Host").model == 532 * MiB
+
+
+def test_a_chatty_build_is_read_in_bounded_memory(tmp_path):
+    exe = stand_in(tmp_path, "llama-server", SERVER.replace(
+        'print("llama_prepare_model_devices',
+        'for i in range(200000): print("x" * 100)\nprint("y" * 100000)\nprint("llama_prepare_model_devices'))
+    a = serve.ask_server(exe, [], dict(os.environ), 60)
+    assert a.report is not None and a.report.device("CUDA0").kv == 512 * MiB
+    assert len(a.output) < 500 * 4200

@@ -157,6 +157,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
 
     o = Opts(ctx, kwargs)
     _check_plan_flags(o, extra, do_exec, as_json)
+    plan_check.refuse_flags(o, check_way, do_exec)
     model_packages("plan")
     _check_ctx(ctx_size)
     _check_parallel(parallel)
@@ -167,7 +168,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     version = o.installed().get(d.recipe, {}).get(dirname)
     try:
         model = _model(model_spec, d.recipe)
-        plan_check.refuse(o, check_way, do_exec, d.recipe in fit_table()["gguf_recipes"], model)
+        plan_check.refuse(check_way, d.recipe in fit_table()["gguf_recipes"], model)
         planned = planning.plan_model(profile, d, v, model, cache, _device_ids(cache, d.recipe, dirname, version),
                                       ctx_size, cache_type_k, cache_type_v, parallel, _bandwidth(o, profile, cache))
     except ModelError as e:
@@ -205,9 +206,11 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
                                measured=measured)
     code = plan_check.run(con, out, planned, exe, check_way, check_timeout, cache, profile, model, as_json) \
         if check_way and p.fits else None
+    if check_way and not p.fits:
+        plan_check.not_run(con, out, as_json)
     if as_json:
         render.emit_json(out)
-    if not p.fits:
+    if not p.fits or (measured and not check_way and plan_check.over_words(p)):
         sys.exit(EXIT_UNSUPPORTED)
     if code:
         sys.exit(code)

@@ -16,9 +16,15 @@ from selector.cli.core import EXIT_USAGE, Fail
 WAYS = ("auto", "fit-params", "server")
 
 
+def _seconds(_ctx, _param, value):
+    if value != value:  # NaN passes a FloatRange
+        raise click.BadParameter("not a number of seconds")
+    return value
+
+
 def options(f):
     f = click.option("--check-timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
-                     help="Seconds --check gives the engine to answer before it is stopped.")(f)
+                     callback=_seconds, help="Seconds --check gives the engine to answer before it is stopped.")(f)
     return click.option(
         "--check", "check_way", type=click.Choice(WAYS), is_flag=False, flag_value="auto", default=None,
         help="Ask the build the plan names what it allocates for the plan's line and compare, buffer by buffer "
@@ -26,8 +32,8 @@ def options(f):
              "they differ; or say which).  Exit 0 confirmed, 3 contradicted, 4 no answer.")(f)
 
 
-def refuse(o, check_way, do_exec: bool, gguf: bool, model) -> None:
-    """Usage errors of --check, said before anything is planned or run."""
+def refuse_flags(o, check_way, do_exec: bool) -> None:
+    """Usage errors of --check's company, said before the machine is probed."""
     if check_way is None:
         return
     if do_exec:
@@ -35,6 +41,12 @@ def refuse(o, check_way, do_exec: bool, gguf: bool, model) -> None:
     if o.root or o.profile_path or o.described:
         other = "--root" if o.root else "--profile" if o.profile_path else "--gpu/--vram/--ram"
         raise Fail(EXIT_USAGE, f"--check runs the build on this machine, and {other} plans for another one")
+
+
+def refuse(check_way, gguf: bool, model) -> None:
+    """Usage errors of --check for this recipe and model, said before anything is planned or run."""
+    if check_way is None:
+        return
     if not gguf:
         raise Fail(EXIT_USAGE, "--check asks llama.cpp; this recipe's engine is not llama.cpp")
     if not os.path.isfile(model.files[0]):
@@ -71,8 +83,8 @@ def with_measured(planned, cache: str, exe: str | None, profile, model, replayed
 def over_words(plan) -> list[str]:
     from selector.models import measured
 
-    return [f"{name}: what --check measured here is more than it can give; plan again with a smaller context or "
-            "--ctx-size" for name in measured.over(plan)]
+    return [f"{name}: with the compute buffers --check measured here, this plan needs more than it can give; "
+            "a smaller --ctx-size fits it" for name in measured.over(plan)]
 
 
 def run(con, out: dict, planned, exe: str | None, way: str, timeout: float, cache: str, profile, model,
@@ -95,14 +107,38 @@ def run(con, out: dict, planned, exe: str | None, way: str, timeout: float, cach
                                    timeout=timeout, held_by=nvml.process_memory if p.runtime == "cuda" else None,
                                    reserves={i: fit.reserve(p.runtime) for i in range(len(p.devices))})
     last = verdicts[-1]
-    if last.outcome is not check.Outcome.NO_ANSWER:
-        gpus = [r.device for r in last.rows if r.device != "Host" and r.term == "model"]
-        measured.save(cache, record_key(profile, exe, model, p), last, gpus)
+    kept = _keep(cache, record_key(profile, exe, model, p), last)
     if as_json:
-        out["check"] = render_check.check_json(verdicts, _asked)
+        out["check"] = {**render_check.check_json(verdicts, _asked), "kept": kept is True}
+        if isinstance(kept, str):
+            out["warnings"].append(kept)
     else:
         render_check.check_human(con, verdicts, os.path.basename(exe), timeout)
+        con.print(render_check.kept_words(kept, last), highlight=False, markup=False)
     return render_check.exit_code(verdicts)
+
+
+def _keep(cache: str, k: str, last) -> bool | str:
+    """Keep what a server start allocated (a projection is not a measurement): True when kept,
+    False when there was nothing to keep, or why it could not be written."""
+    from selector.models import check, measured
+
+    if last.way != "server" or last.outcome is check.Outcome.NO_ANSWER:
+        return False
+    try:
+        measured.save(cache, k, last, [r.device for r in last.rows if r.device != "Host" and r.term == "model"])
+    except OSError as e:
+        return f"what --check measured was not kept: {e.strerror or e} ({os.path.join(cache, 'pick-backend', 'check')})"
+    return True
+
+
+def not_run(con, out: dict, as_json: bool) -> None:
+    """--check on a plan that does not fit: there is no line to ask about."""
+    if as_json:
+        out["check"] = {"outcome": "not-run", "decided_by": None, "asked": [], "failure": "does-not-fit"}
+    else:
+        con.print("\ncheck: not run: the plan does not fit, so there is no line to ask the engine about",
+                  highlight=False, markup=False)
 
 
 def _no_build(con, out: dict, as_json: bool) -> int:

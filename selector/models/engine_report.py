@@ -66,7 +66,8 @@ def device_of(owner: str) -> str:
     return owner[: -len("_Mapped")] if owner.endswith("_Mapped") else owner
 
 
-_FIT_LINE = re.compile(r"^(\S+) (\d+) (\d+) (\d+)\s*$")
+# a device as common_fit_print names it: the host, or a backend's device (CUDA0, ROCm1, Vulkan0, MTL0)
+_FIT_LINE = re.compile(r"^(Host|[A-Z][A-Za-z]*\d+) (\d+) (\d+) (\d+)\s*$")
 
 
 def from_fit_print(stdout: str) -> Report | None:
@@ -93,16 +94,20 @@ _BUILD = re.compile(r"build[ :=]+(\d+)")
 
 
 def from_server_log(log: str) -> Report | None:
-    """The buffers a llama-server start allocated, or None where it printed none.  The compute
+    """The buffers a llama-server start allocated, or None where it did not print its model, KV and
+    compute buffers (a start cut short says nothing about them; recurrent models aside, every
+    llama.cpp model has a KV cache).  The compute
     buffer is the last one reserved per device (a later reservation replaces an earlier one);
     model and KV buffers add up (a sliding-window model has two caches)."""
     sums: dict[str, dict[str, int]] = {}
     order: list[str] = []
     held: dict[str, int] = {}
+    printed: set[str] = set()
     for line in log.splitlines():
         for term, rx in _BUFFER.items():
             m = rx.search(line)
             if m:
+                printed.add(term)
                 dev = device_of(m[1])
                 if dev not in sums:
                     sums[dev] = dict.fromkeys(TERMS, 0)
@@ -113,7 +118,7 @@ def from_server_log(log: str) -> Report | None:
         m = _BREAKDOWN.search(line)
         if m:
             held[device_of(m[1])] = int(m[2]) * MiB
-    if not sums:
+    if not {"model", "kv", "compute"} <= printed:  # stopped before it had allocated them all: no answer
         return None
     devs = [Buffers(d, **sums[d]) for d in order]
     b = _BUILD.search(log)

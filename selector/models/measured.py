@@ -18,6 +18,7 @@ from selector.models import fit
 from selector.models.engine_report import HOST
 
 KIND = "check"
+MAX_BYTES = 1 << 44  # 16 TiB: a buffer past this is a damaged record, not a measurement
 
 
 def placement(p: fit.Plan) -> dict:
@@ -60,7 +61,10 @@ def load(cache: str, k: str) -> dict | None:
     if not rec or rec.get("key") != k or not isinstance(rec.get("compute"), dict) or \
             not isinstance(rec.get("gpus"), list) or not isinstance(rec.get("overhead"), dict):
         return None
-    if not all(isinstance(v, int) and v >= 0 for v in [*rec["compute"].values(), *rec["overhead"].values()]):
+    sizes = [*rec["compute"].values(), *rec["overhead"].values()]
+    if not all(type(v) is int and 0 <= v <= MAX_BYTES for v in sizes):  # not a bool, not absurd
+        return None
+    if not all(isinstance(g, str) for g in rec["gpus"]):
         return None
     return rec
 
@@ -81,5 +85,9 @@ def apply(p: fit.Plan, rec: dict) -> fit.Plan:
 
 
 def over(p: fit.Plan) -> list[str]:
-    """The devices whose measured needs are past what they can give."""
-    return [d.name for d in p.devices if d.total > d.budget]
+    """The devices (and system memory) whose measured needs are past what they can give."""
+    out = [d.name for d in p.devices if d.total > d.budget]
+    h = p.layout.host
+    if h is not None and p.host_budget is not None and h.total > p.host_budget:
+        out.append("system memory")
+    return out
