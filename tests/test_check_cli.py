@@ -25,7 +25,8 @@ MiB = 1 << 20
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("check-cli-models")
     return {k: engine_gguf.write(str(d / f"{k}.gguf"), k) for k in
-            ("llama-spm-q8_0", "gemma3-swa-q8_0", "qwen2-tied-q8_0", "qwen3moe-q8_0", "llama-wide-q8_0")}
+            ("llama-spm-q8_0", "gemma3-swa-q8_0", "qwen2-tied-q8_0", "qwen3moe-q8_0", "llama-wide-q8_0",
+             "qwen3moe-q4_0")}
 
 
 def _path(d) -> str:
@@ -67,7 +68,7 @@ def test_the_engine_confirms_the_plan_both_ways(models, real_path, tmp_path, key
 
 @E.needs_engine
 def test_the_text_sets_the_plan_beside_the_engine_and_a_later_plan_uses_what_was_measured(models, real_path, tmp_path):
-    m = models["qwen3moe-q8_0"]
+    m = models["qwen3moe-q4_0"]  # experts the CPU repacks: the model buffer is the mapped file and the copy
     r = plan(real_path, tmp_path, m, "--ctx-size", "4096", "--check", "server")
     assert r.rc == 0, r.err
     assert "a llama-server start with the plan's line" in r.out and "confirmed:" in r.out
@@ -152,6 +153,7 @@ def test_a_build_that_allocates_other_figures_contradicts_the_plan(models, tmp_p
     """)
     r = plan(path, tmp_path, models["llama-spm-q8_0"], "--ctx-size", "4096", "--check", "--json")
     assert r.rc == 3, (r.err, r.out[-1500:])
+    assert r.json()["check"]["outcome"] == "contradicted" and r.json()["check"]["decided_by"] == "server"
     rows = [x for x in r.json()["check"]["asked"][-1]["rows"] if not x["within"]]
     assert [(x["device"], x["term"]) for x in rows] == [("Host", "compute")]
     assert rows[0]["engine_bytes"] > 3 * rows[0]["plan_bytes"] + 60 * MiB

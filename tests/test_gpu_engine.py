@@ -115,6 +115,26 @@ def test_fit_params_projects_the_model_and_cache_the_server_allocates(run):
     assert projected.device("CUDA0").compute > served.device("CUDA0").compute
 
 
+@pytest.mark.parametrize("run", [r for r in RUNS if "vram" not in r])
+def test_the_plan_projected_as_fit_params_projects_is_what_the_cuda_build_projects(headers, tmp_path, run):
+    """llama-fit-params reserves logits for a whole micro-batch: the plan seen that way (check.as_projected)
+    is what the CUDA build's fit-params printed, within the compute tolerance, on the GPU holding every layer."""
+    from selector.models import fit, source
+
+    p = _plan_now(headers, tmp_path, run)
+    c = _case(run)
+    facts = source.facts(source.resolve(headers[c["model"]]), str(tmp_path))
+    typed = fit.plan(facts, [{"name": "NVIDIA H200", "budget": 140 << 30}], "cuda",
+                     fit.Run(ctx=int(c["ctx"]), parallel=int(c["slots"]), type_k=c["cache"], type_v=c["cache"],
+                             backend="cuda"))
+    assert typed.layout.status is fit.Status.FITS and typed.devices[0].compute == p["fit"]["devices"][0]["compute_bytes"]
+    projected = check.as_projected(typed, facts)
+    with open(os.path.join(DATA, "runs", run, "fit-params.txt"), encoding="utf-8") as f:
+        engine = engine_report.from_fit_print(f.read().split("--- stderr ---")[0]).device("CUDA0")
+    assert abs(projected.devices[0].compute - engine.compute) <= check.tolerance("compute", engine.compute)
+    assert abs(typed.devices[0].compute - engine.compute) > check.tolerance("compute", engine.compute)
+
+
 def test_the_cuda_reserve_holds_what_the_driver_saw_beyond_the_buffers():
     overheads = []
     for run in RUNS:

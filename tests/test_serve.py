@@ -208,3 +208,16 @@ def test_a_chatty_build_is_read_in_bounded_memory(tmp_path):
     a = serve.ask_server(exe, [], dict(os.environ), 60)
     assert a.report is not None and a.report.device("CUDA0").kv == 512 * MiB
     assert len(a.output) < 500 * 4200
+
+
+def test_a_device_the_plan_does_not_use_and_the_engine_does_is_a_contradiction():
+    report = engine_report.from_server_log(
+        "load_tensors:   CPU_Mapped model buffer size =   532.31 MiB\n"
+        "load_tensors:        CUDA0 model buffer size =  4277.33 MiB\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =   512.00 MiB\n"
+        "sched_reserve:      CUDA0 compute buffer size =   112.01 MiB\n")
+    plan = (engine_report.Buffers("Host", model=round(532.31 * MiB)),)
+    v = check.compare(plan, report)
+    assert v.outcome is check.Outcome.CONTRADICTED
+    assert {(r.device, r.term) for r in v.off} == {("CUDA0", "model"), ("CUDA0", "kv"), ("CUDA0", "compute")}
+    assert all(r.plan == 0 for r in v.off)
