@@ -48,6 +48,7 @@ EXTERNAL = {
     "tools/server/server.cpp": "llama.cpp",
     "tools/llama-bench/llama-bench.cpp": "llama.cpp",
     "tools/llama-bench": "llama.cpp",
+    "tools/fit-params": "llama.cpp",
 }
 # Paths a tool writes, not the repository: named so a user finds them.
 WRITTEN = {"catalogs-src/llama-bench/read-added.json": "tools/add_bench.py --write",
