@@ -52,13 +52,13 @@ def _host_json(h) -> dict:
             "output": h.output, "total": h.total}
 
 
-def _alt_json(a: Layout, tokens_per_s: float | None) -> dict:
+def _alt_json(a: Layout, tokens_per_s: float | None, depths=None) -> dict:
     return {"status": a.status.value, "ngl": a.ngl, "cpu_read_bytes": a.cpu_read, "gpu_read_bytes": a.gpu_read,
             **({"n_cpu_moe": a.n_cpu_moe} if a.n_cpu_moe else {}),
-            **({"tokens_per_s": tokens_per_s} if tokens_per_s else {})}
+            **({"tokens_per_s": tokens_per_s} if tokens_per_s else {}), **({"depths": depths} if depths else {})}
 
 
-def fit_json(p: Plan, alt_tokens_per_s: float | None = None) -> dict:
+def fit_json(p: Plan, alt_tokens_per_s: float | None = None, alt_depths: list | None = None) -> dict:
     """The plan as docs/json.md's 'fit' object."""
     run = p.run
     out = {"n_layer": p.n_layer, "trained_ctx": p.trained_ctx, "flash_attn": run.flash_attn, "type_k": run.type_k,
@@ -76,7 +76,7 @@ def fit_json(p: Plan, alt_tokens_per_s: float | None = None) -> dict:
     if p.layout.cpu_read is not None:
         out.update(cpu_read_bytes=p.layout.cpu_read, gpu_read_bytes=p.layout.gpu_read)
     if p.instead_of is not None:
-        out["instead_of"] = _alt_json(p.instead_of, alt_tokens_per_s)
+        out["instead_of"] = _alt_json(p.instead_of, alt_tokens_per_s, alt_depths)
     if p.suggest:
         out["suggest"] = [_suggestion_json(s) for s in p.suggest]
     return out
@@ -153,12 +153,19 @@ def memory_lines(p: Plan) -> list[str]:
     return out
 
 
-def alternative_line(p: Plan, speed: dict | None, alt_tokens_per_s: float | None) -> str | None:
+def alternative_line(p: Plan, speed: dict | None, alt_tokens_per_s: float | None, alt_depths=None) -> str | None:
     a = p.instead_of
     if a is None:
         return None
     words = (f"-ngl {a.ngl} ({a.ngl} of {p.n_layer + 1} layers on the GPU)" if a.status is Status.PARTIAL
              else f"--n-cpu-moe {a.n_cpu_moe} (the experts of {_layers(a.n_cpu_moe)} in system memory)")
+    mine = (speed or {}).get("depths") or []
+    if mine and alt_depths and len(mine) > 1 and len(alt_depths) > 1:
+        # the choice was made at the planned context's depth: say what each gives there
+        d, x, y = mine[-1]["depth"], mine[-1], alt_depths[-1]
+        rate = lambda r: f"~{r['tokens_per_s']:.0f}" if r["tokens_per_s"] else f"at most ~{r['bound']:.0f}"  # noqa: E731
+        return (f"  rather than {words}: at depth {d} (the planned context, full) it would generate {rate(y)} tokens/s "
+                f"against {rate(x)} ({y['basis']}); at an empty context {rate(alt_depths[0])} against {rate(mine[0])}")
     why = (f"at most ~{speed['tokens_per_s']:.0f} tokens/s against ~{alt_tokens_per_s:.0f}"
            if speed and alt_tokens_per_s else "system memory is the slower to read")
     return (f"  rather than {words}, which would read {size(a.cpu_read)} per token from system memory; "
@@ -171,18 +178,24 @@ def suggestion_lines(p: Plan) -> list[str]:
     return [f"  would fit better: {says(s)}" + (f" ({' '.join(s.flags)})" if s.flags else "") for s in p.suggest]
 
 
+def _rate(r: dict) -> str:
+    return f"~{r['tokens_per_s']:.0f}" if r["tokens_per_s"] else f"at most ~{r['bound']:.0f}"
+
+
 def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
     if not speed:
         return [f"speed: no estimate ({missing})"] if missing else []
-    est, out = speed.get("estimate"), []
+    est, rows, out = speed.get("estimate"), speed.get("depths") or [], []
     if est:
-        out.append(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated ({est['low']:.0f}-{est['high']:.0f}; "
-                   f"{est['basis']}); at most ~{speed['tokens_per_s']:.0f} by the bandwidth bound ({speed['basis']})")
+        out.append(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated at an empty context ({est['basis']}); "
+                   f"at most ~{speed['tokens_per_s']:.0f} by the bandwidth bound ({speed['basis']})")
     else:
-        # a plan all on GPUs says why it has the bound alone; a CPU share is the bound's by nature
-        why = speed.get("no_estimate") if p.status in (Status.FITS, Status.SPLIT) else None
+        why = speed.get("no_estimate")
         out.append(f"speed: at most ~{speed['tokens_per_s']:.0f} tokens/s generated (estimate: {speed['basis']})"
                    + (f"; no estimate nearer: {why}" if why else ""))
+    for r in rows[1:]:
+        full = " (the planned context, full)" if r["depth"] == p.ctx else ""
+        out.append(f"speed at depth {r['depth']}{full}: {_rate(r)} tokens/s generated ({r['basis']})")
     pr = speed.get("prompt")
     if pr:
         out.append(f"prompt: ~{pr['tokens_per_s']:.0f} tokens/s processed ({pr['test']}"
@@ -210,7 +223,8 @@ def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: 
                 "projected by the build's llama-fit-params"
             build = f", build {measured['build']}" if measured.get("build") else ""
             say(f"  compute: measured here on {measured['date']} ({how}, plan --check{build})", style="dim")
-        alt = alternative_line(p, out["speed_estimate"], (out["fit"].get("instead_of") or {}).get("tokens_per_s"))
+        other = out["fit"].get("instead_of") or {}
+        alt = alternative_line(p, out["speed_estimate"], other.get("tokens_per_s"), other.get("depths"))
         if alt:
             say(alt, style="dim")
         for line in suggestion_lines(p):
@@ -266,7 +280,8 @@ def row_json(row) -> dict:
             "fits": row.fits, "status": row.plan.status.value if row.plan else Status.NO.value,
             "where": where_words(row), "ctx": row.plan.ctx if header and row.plan else None,
             "trained_ctx": row.trained_ctx, "basis": row.basis, "tokens_per_s": row.tokens_per_s,
-            "tokens_per_s_estimate": row.tokens_per_s_estimate, **({"note": note} if note else {})}
+            "tokens_per_s_estimate": row.tokens_per_s_estimate, "depths": list(row.depths),
+            **({"note": note} if note else {})}
 
 
 def _cells(row, gguf: bool) -> tuple[str, ...]:
@@ -277,15 +292,16 @@ def _cells(row, gguf: bool) -> tuple[str, ...]:
         c = "header not read" if guessed and r["fits"] else "-"
     else:
         c = f"{r['ctx']}" + ("" if r["trained_ctx"] in (None, r["ctx"]) else f"/{r['trained_ctx']}")
-    speed = (f"~{r['tokens_per_s_estimate']:.0f} t/s" if r["tokens_per_s_estimate"] else
-             f"≤{r['tokens_per_s']:.0f} t/s" if r["tokens_per_s"] else "-")
+    full = r["depths"][-1] if r["depths"] else None  # the planned context, full: where users run
+    speed = (f"~{full['tokens_per_s']:.0f} t/s" if full and full["tokens_per_s"] else
+             f"≤{full['bound']:.0f} t/s" if full else "-")
     return r["name"], f"{r['size_bytes'] / 1e9:.1f} GB", fits, c, speed, ",".join(r["labels"])
 
 
 def print_models(con, rows: list, recipe: str, gguf: bool) -> None:
     """The table of `models`, its notes and its legend."""
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
-    lines = [("model", "size", "fits", "context", "speed", "labels")] + [_cells(r, gguf) for r in rows]
+    lines = [("model", "size", "fits", "context", "speed, context full", "labels")] + [_cells(r, gguf) for r in rows]
     widths = [max(len(x[i]) for x in lines) for i in range(5)]
     for i, line in enumerate(lines):
         say(("  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[5]).rstrip(),
@@ -293,10 +309,10 @@ def print_models(con, rows: list, recipe: str, gguf: bool) -> None:
     for r in rows:
         if r.refused:
             say(f"{r.name}: {r.refused}", style="yellow")
-    if any(r.tokens_per_s for r in rows):
-        say("speed: ≤ at most this many tokens/s generated, by the memory bandwidth bound; ~ what published "
-            "runs of the backend on this GPU family reached of that bound (`plan` gives the basis and range)",
-            style="dim")
+    if any(r.depths for r in rows):
+        say("speed, context full: tokens/s generated once the planned context is full (its KV cache read for "
+            "every token); ~ the model of speed fitted to published runs of the backend, ≤ the memory bandwidth "
+            "bound where there is no fit (`plan` gives both depths and the basis)", style="dim")
     if gguf and any(r.basis != "header" for r in rows):
         say("weights fit: a guess from the download (its weights, and the copy a CPU build repacks), without the "
             "KV cache and compute buffers, which are in the GGUF header: "
@@ -324,7 +340,7 @@ def plan_json(spec: str, d, model, planned, exe: str | None, binary: str | None,
         "model": {"spec": spec, "name": model.name, "files": model.files,
                   **({k: facts[k] for k in ("arch", "file_type", "params", "n_layer", "n_ctx_train", "weights_bytes")}
                      if header else {})},
-        "fit": fit_json(p, planned.alt_tokens_per_s) if header else guess_fit_json(p),
+        "fit": fit_json(p, planned.alt_tokens_per_s, planned.alt_depths) if header else guess_fit_json(p),
         "installed": installed,
         "install": None if installed or d.backend == "system" else f"pick-backend install {d.recipe}",
         "executable": exe, "args": planned.args, "env": planned.env,

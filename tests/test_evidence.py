@@ -616,106 +616,40 @@ def _plan(fixture, model, *args):
     return r.json()
 
 
-def test_a_cards_estimate_is_what_published_cards_reached_of_the_bound_over_the_whole_file(dense14b):
-    """The catalog's ROCm generation runs of dense models (2 GiB or more) on AMD cards with memory of their
-    own, each GPU model's median share of its bound (AMD's spec-sheet bandwidth over llama-bench's model
-    size), their median: applied to 960 GB/s (RX 7900 XTX) over this file's weights."""
-    from statistics import median
-
-    from selector.bandwidth import table
-
-    cards = {r["match"]: r["gbps"] for r in table()["amd"] if r.get("memory_gb") and "HBM" not in r.get("note", "")}
-    shares: dict[str, list[float]] = {}
-    families = set()
-    for r in evidence.load():
-        if r.backend == "rocm" and r.test.startswith("tg") and r.match in cards and r.size_gib and r.size_gib >= 2 \
-                and not re.search(MOE_OR_PLE, r.model, re.I):
-            shares.setdefault(r.match, []).append(r.tps * r.size_gib * (1 << 30) / (cards[r.match] * 1e9))
-            families.add(r.family[:-1] + "X")  # gfx1100 and gfx1101 are gfx110X
-    per_gpu = {m: median(v) for m, v in shares.items()}
-    assert len(per_gpu) >= 4 and not {"Radeon 8060S", "Radeon 890M"} & set(per_gpu)
-    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "rocm")
-    est = p["speed_estimate"]["estimate"]
-    # too few of gfx110X alone: the vendor's cards, and the words say which families they are
-    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "AMD discrete GPUs of " + ", ".join(sorted(families))
-    assert "gfx110X" in families
-    assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], rel=2e-3)
-    assert (est["low"], est["high"]) == pytest.approx(
-        (min(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"], max(per_gpu.values()) * 960e9 / p["model"]["weights_bytes"]), rel=2e-3)
-    assert est["low"] < est["tokens_per_s"] < est["high"] < p["speed_estimate"]["tokens_per_s"]
-
-
-def test_an_igpu_is_not_estimated_from_cards_nor_a_mixture_of_experts_from_dense_runs(dense14b, moe_plan_model):
-    # Strix Halo's 8060S reads the machine's memory: two such GPU models are published, too few to pool
-    p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")
-    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
-    assert "AMD GPUs sharing the machine's memory" in p["speed_estimate"]["no_estimate"]
-    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", moe_plan_model, "--backend", "rocm")
-    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
-    assert p["speed_estimate"]["no_estimate"].startswith("a mixture of experts")
-
-
-def test_a_geforce_is_estimated_from_gddr_cards_of_its_family_and_an_hbm_card_not_from_them(dense14b):
-    """CUDA runs on sm_8X cards with GDDR (NVIDIA's spec sheets in the GPU table) estimate an RTX 4090; the
-    A100s' and H100's runs (HBM: about 43% of their bound where the GDDR cards reach 60-90%) are pooled
-    apart, and three HBM GPU models are too few to estimate an H100 from."""
-    from statistics import median
-
-    from selector.bandwidth import table
-
-    nv = {r["match"]: r for r in table()["nvidia"]}
-    shares: dict[str, list[float]] = {}
-    hbm = set()
-    for r in evidence.load():
-        if r.backend != "cuda" or not r.test.startswith("tg") or not r.size_gib or r.size_gib < 2 \
-                or re.search(MOE_OR_PLE, r.model, re.I) or r.match not in nv:
-            continue
-        if "HBM" in nv[r.match].get("note", ""):
-            hbm.add(r.match)
-        elif r.family and r.family.startswith("sm_8") and r.match != "GB10":
-            shares.setdefault(r.match, []).append(r.tps * r.size_gib * (1 << 30) / (nv[r.match]["gbps"] * 1e9))
-    per_gpu = {m: median(v) for m, v in shares.items()}
-    assert len(per_gpu) >= 4 and {"A100 80GB PCIe", "H100 PCIe"} <= hbm and len(hbm) < 4
-    p = _plan("linux-ubuntu24.04-rtx4090", dense14b, "--backend", "cuda")
-    est = p["speed_estimate"]["estimate"]
-    assert sorted(est["gpus"]) == sorted(per_gpu) and est["group"] == "sm_8X"
-    assert est["tokens_per_s"] == pytest.approx(median(per_gpu.values()) * 1008e9 / p["model"]["weights_bytes"], rel=2e-3)
-    dates = sorted(r.date for r in evidence.load() if r.match in per_gpu and r.backend == "cuda" and r.test.startswith("tg")
-                   and r.size_gib and r.size_gib >= 2 and not re.search(MOE_OR_PLE, r.model, re.I))
-    assert est["dates"] == [dates[0], dates[-1]] and f"{dates[0][:7]} to {dates[-1][:7]})" in est["basis"]
-    # an RTX 5090 (sm_120) has no GDDR runs of its family: the vendor's cards, and the words say they are
-    # all of sm_8X, none of its own
-    est = _plan("linux-ubuntu24.04-rtx5090", dense14b, "--backend", "cuda")["speed_estimate"]["estimate"]
-    assert est["group"] == "NVIDIA discrete GPUs of sm_8X, none of sm_12X" and sorted(est["gpus"]) == sorted(per_gpu)
-    assert f"(NVIDIA discrete GPUs of sm_8X, none of sm_12X, {dates[0][:7]} to {dates[-1][:7]})" in est["basis"]
-    p = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")
-    assert p["speed_estimate"]["tokens_per_s"] and "estimate" not in p["speed_estimate"]
-    assert p["speed_estimate"]["no_estimate"].startswith("fewer than 4 models of NVIDIA GPUs with HBM have published cuda")
-
-
-def _runs(backend, memory_gpus, family=None, os_name="linux", size="4.00 GiB"):
-    return evidence.parse({"results": [
-        _entry(gpu=gpu, match=gpu, family=family, backend=backend, os=os_name, test="tg128", tps=tps, size=size,
-               params="7.0 B", model="llama 7B Q4_0") for gpu, tps in memory_gpus]})
-
-
-def test_the_estimate_pools_by_family_then_vendor_with_words_that_say_which():
-    from selector.bandwidth import table
+def test_a_cards_estimate_is_the_model_fitted_to_its_pool_and_below_the_bound(dense14b):
+    """The RX 7900 XTX's ROCm plan: the model of speed fitted to the ROCm runs of AMD's discrete cards (too few of
+    gfx110X alone), the GPUs pooled those of the catalog's runs whose model shape is known; below the bound,
+    and slower at the planned context's depth than at an empty one."""
     from selector.models import speed
 
-    gbps = {r["match"]: r["gbps"] for v in table().values() if isinstance(v, list) for r in v if "match" in r}
-    # four Apple chips, each run of a file of exactly 2 GiB (the floor is inclusive): no family, the vendor's words
-    apple = [("M1 Max", 40.0), ("M2 Max", 50.0), ("M3 Max", 60.0), ("M2 Ultra", 100.0)]
-    cal = speed.calibration(_runs("metal", apple, os_name="macos", size="2.00 GiB"), "metal", None, "apple", "shared")
-    fractions = sorted(tps * 2 * (1 << 30) / (gbps[g] * 1e9) for g, tps in apple)
-    assert cal["group"] == "Apple GPUs" and sorted(cal["gpus"]) == sorted(g for g, _ in apple)
-    assert (cal["low"], cal["high"]) == pytest.approx((fractions[0], fractions[-1]))
-    # HBM cards of one family group (three GPU models, pooled at three): the family's pool, said as such;
-    # a GDDR card of it is not estimated from them
-    hbm = [("A100 80GB PCIe", 100.0), ("A100-SXM4-80GB", 110.0), ("A100", 90.0)]
-    runs = _runs("cuda", hbm, family="sm_80")
-    assert speed.calibration(runs, "cuda", "sm_80", "nvidia", "hbm", least=3)["group"] == "sm_8X with HBM"
-    assert speed.calibration(runs, "cuda", "sm_86", "nvidia", "own", least=3) is None
+    pooled = sorted({r.match for r in evidence.load() if r.backend == "rocm" and r.os == "linux" and speed.point(r)
+                     and speed._group_of(r) and speed._group_of(r)[1] == "own"
+                     and speed._vendor_of_group(speed._group_of(r)[0]) == "amd"})
+    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", dense14b, "--backend", "rocm")["speed_estimate"]
+    est = p["estimate"]
+    assert sorted(est["gpus"]) == pooled and len(pooled) >= 4
+    assert est["group"].startswith("AMD discrete GPUs of ") and "gfx110X" in est["group"]
+    assert est["tokens_per_s"] < p["tokens_per_s"]
+    [empty, full] = p["depths"]
+    assert (empty["depth"], full["depth"]) == (0, 4096) and full["tokens_per_s"] < empty["tokens_per_s"]
+
+
+def test_an_igpu_pool_too_small_gives_the_bound_and_why_and_a_mixture_of_experts_its_estimate(dense14b, moe_plan_model):
+    # Strix Halo's 8060S reads the machine's memory: two such GPU models are published, too few to fit
+    p = _plan("linux-ubuntu24.04-strix-halo", dense14b, "--backend", "rocm")["speed_estimate"]
+    assert p["tokens_per_s"] and "estimate" not in p
+    assert "AMD GPUs sharing the machine's memory" in p["no_estimate"]
+    assert all(d["tokens_per_s"] is None and d["bound"] for d in p["depths"])
+    # a mixture of experts reads its active experts: the model has a term for it
+    p = _plan("linux-ubuntu24.04-7950x-rx7900xtx", moe_plan_model, "--backend", "rocm")["speed_estimate"]
+    assert p["estimate"]["tokens_per_s"] < p["tokens_per_s"]
+
+
+def test_an_hbm_card_is_fitted_with_hbm_cards_and_a_geforce_with_its_familys(dense14b):
+    p = _plan("linux-ubuntu24.04-rtx4090", dense14b, "--backend", "cuda")["speed_estimate"]["estimate"]
+    assert p["group"] == "sm_8X" and "RTX 4090" in p["gpus"] and "H100 PCIe" not in p["gpus"]
+    h = _plan("linux-ubuntu22.04-h100", dense14b, "--backend", "cuda")["speed_estimate"]["estimate"]
+    assert "HBM" in h["group"] and "H100 PCIe" in h["gpus"] and "RTX 4090" not in h["gpus"]
 
 
 def test_a_prompt_rate_is_the_latest_sources_runs_on_this_gpu_scaled_by_parameters(dense14b):
@@ -772,26 +706,6 @@ def test_the_prompt_rate_is_the_median_of_the_latest_days_runs_when_a_page_names
     rates = sorted(r.tps * r.params_b * 1e9 / p["model"]["params"] for r in runs)
     assert len(runs) == 3 and pr["runs"] == 3 and pr["date"] == day < "2026-02"
     assert (pr["low"], pr["tokens_per_s"], pr["high"]) == pytest.approx((rates[0], median(rates), rates[-1]), rel=1e-3)
-
-
-def test_no_estimate_outside_what_the_published_runs_were(tmp_path):
-    import gguf_models as gm
-
-    # a model under 2 GiB: neither estimate (a small model is overhead-bound; nothing so small was pooled)
-    p = _described(gm.write(str(tmp_path / "gemma3-270m.gguf"), "gemma3-270m"), "RTX 4070 Ti")["speed_estimate"]
-    assert "estimate" not in p and "prompt" not in p and "under 2 GiB" in p["no_estimate"]
-    # a split over two models of GPU: the runs were each on one
-    big = gm.write(str(tmp_path / "llama3.1-70b.gguf"), "llama3.1-70b")
-    p = _described(big, "RTX 4070 Ti", "RTX 4080", "RTX 4090")["speed_estimate"]
-    assert "estimate" not in p and "prompt" not in p and "uses several" in p["no_estimate"]
-    # a split over cards of one model: as one card, both estimates
-    p = _described(big, "RTX 4070 Ti", "RTX 4070 Ti", "RTX 4070 Ti", "RTX 4070 Ti")["speed_estimate"]
-    assert p["estimate"]["group"] == "sm_8X" and p["prompt"]["gpu"] == "RTX 4070 Ti"
-    # per-layer embeddings are looked up: out of the bound's bytes, and no estimate from dense runs
-    plain = _described(gm.write(str(tmp_path / "gemma3-12b.gguf"), "gemma3-12b"), "RTX 4070 Ti")["speed_estimate"]
-    p = _described(gm.write(str(tmp_path / "g-ple.gguf"), "gemma3-12b", ple=256), "RTX 4070 Ti")["speed_estimate"]
-    assert p["bytes_per_token"] == plain["bytes_per_token"]
-    assert "estimate" not in p and "prompt" not in p and "per-layer embeddings" in p["no_estimate"]
 
 
 def test_a_broken_catalog_is_said_by_the_plan_not_taken_for_missing_runs(dense14b):

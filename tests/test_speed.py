@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import ROOT
 from selector import evidence
 from selector.models import speed
@@ -86,3 +88,80 @@ def test_the_h200_capture_holds_the_model_at_depth():
     pts = [p for r in speed.captured() if r.model == "llama 8B Q4_0" and (p := speed.point(r))]
     for p in pts:
         assert abs(p.seconds / fit.seconds(p.read_s, p.layers) - 1) < 0.25, (p.depth, 1 / p.seconds)
+
+
+# --- a plan's speed at the depth users run -----------------------------------------------------------
+
+def _cli_plan(fixture, model, *args, gpus=()):
+    from conftest import machine, run_cli
+
+    where = ["--root", machine(fixture)] if fixture else [x for g in gpus for x in ("--gpu", g)]
+    r = run_cli(*where, "plan", "llamacpp", "--model", model, "--json", *args)
+    assert r.rc == 0, r.err
+    return r.json()
+
+
+def test_a_described_h200_gets_an_estimate_for_a_dense_8b_near_what_our_h200_measured(tmp_path):
+    """Llama 3.1 8B Q4_0 at its real widths (this repository's capture ran that file's shapes): the H200 in
+    tests/data/device/h200-cuda-b11312 generated 333 t/s at an empty context and 206 at depth 32768 (llama.cpp
+    b11312, llama-bench -ngl 99 -fa 1).  A described H200 gets an estimate within 25% of both, its basis said."""
+    import gguf_models as gm
+
+    # Llama 3.1 8B's widths (meta-llama config.json: 32 layers of 4096, 8 KV heads, n_ff 14336) in Q4_0, a header
+    # and a hole as long as its tensors
+    model = gm.write(str(tmp_path / "llama3-8b-q4_0.gguf"), "llama3.1-70b", n_layer=32, n_embd=4096, n_head=32,
+                     n_ff=14336)
+    s = _cli_plan(None, model, "--ctx-size", "32768", "--backend", "cuda", gpus=("H200",))["speed_estimate"]
+    at = {d["depth"]: d for d in s["depths"]}
+    assert set(at) == {0, 32768}
+    assert at[0]["tokens_per_s"] == pytest.approx(333.05, rel=0.25)
+    assert at[32768]["tokens_per_s"] == pytest.approx(206.41, rel=0.25)
+    assert at[32768]["bound"] < at[0]["bound"] == pytest.approx(s["tokens_per_s"], rel=1e-3)
+    assert "H200" in s["estimate"]["gpus"] and "HBM" in s["estimate"]["group"]
+    assert "of it KV cache) per token at depth 32768" in at[32768]["basis"]
+
+
+def test_the_experts_go_to_system_memory_where_the_layers_kv_would_be_read_from_there_at_depth(tmp_path):
+    """Issue 40's case: the replayed RTX 4090, Qwen3-30B-A3B-Instruct-2507 Q4_K_M (trained on 262144 tokens)
+    at a context of 110000.  -ngl K reads fewer weights from system memory at an empty context, but its
+    layers' KV cache is there too, read for every token at depth; --n-cpu-moe keeps all KV on the GPU.
+    The plan places the experts, says what -ngl would give at that depth, and `models` agrees."""
+    import gguf_models as gm
+
+    model = gm.write(str(tmp_path / "Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf"), "qwen3-30b-a3b", ctx_train=262144)
+    p = _cli_plan("linux-ubuntu24.04-rtx4090", model, "--ctx-size", "110000", "--backend", "cuda")
+    f, alt = p["fit"], p["fit"]["instead_of"]
+    assert f["status"] == "experts" and alt["status"] == "partial"
+    assert alt["cpu_read_bytes"] < f["cpu_read_bytes"]  # by weights at an empty context, -ngl reads less there
+    mine, other = p["speed_estimate"]["depths"], alt["depths"]
+    assert [d["depth"] for d in mine] == [d["depth"] for d in other] == [0, 110000]
+    assert other[0]["tokens_per_s"] > mine[0]["tokens_per_s"]  # the empty context favours -ngl ...
+    assert mine[1]["tokens_per_s"] > other[1]["tokens_per_s"]  # ... the context the user runs does not
+    from conftest import machine, run_cli
+
+    text = run_cli("--root", machine("linux-ubuntu24.04-rtx4090"), "plan", "llamacpp", "--model", model,
+                   "--ctx-size", "110000", "--backend", "cuda")
+    assert f"rather than -ngl {alt['ngl']}" in text.out and "at depth 110000 (the planned context, full)" in text.out
+    assert "speed at depth 110000 (the planned context, full): ~" in text.out
+
+
+def test_models_and_plan_agree_on_the_placement_at_depth(tmp_path):
+    """The same model from Lemonade's list, already downloaded: `models` plans its row as `plan` does."""
+    import gguf_models as gm
+    from conftest import machine, run_cli
+
+    snap = tmp_path / "hub" / "models--unsloth--Qwen3-30B-A3B-Instruct-2507-GGUF" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    gm.write(str(snap / "Qwen3-30B-A3B-Instruct-2507-Q4_0.gguf"), "qwen3-30b-a3b", ctx_train=262144)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_ENDPOINT": "http://127.0.0.1:9"}
+    root = ["--root", machine("linux-ubuntu24.04-rtx4090")]
+    plan = run_cli(*root, "plan", "llamacpp", "--model", "Qwen3-30B-A3B-Instruct-2507-GGUF", "--ctx-size", "110000",
+                   "--backend", "cuda", "--cache-dir", str(tmp_path / "c"), "--json", env=env)
+    assert plan.rc == 0, plan.err
+    rows = run_cli(*root, "models", "llamacpp", "--ctx-size", "110000", "--backend", "cuda", "--cache-dir",
+                   str(tmp_path / "c"), "--json", env=env)
+    assert rows.rc == 0, rows.err
+    row = next(r for r in rows.json()["models"] if r["name"] == "Qwen3-30B-A3B-Instruct-2507-GGUF")
+    p = plan.json()
+    assert row["status"] == p["fit"]["status"] == "experts"
+    assert row["depths"] == p["speed_estimate"]["depths"]

@@ -49,6 +49,13 @@ def _bandwidth(o: Opts, profile, cache: str):
                            say=lambda t: sys.stderr.write(f"pick-backend: {t}\n"))
 
 
+def _one_depth(o) -> int | None:
+    """plan --depth N: the depth its speed is given at beside an empty context (default: the planned context's)."""
+    if o.depths and len(o.depths) > 1:
+        raise Fail(EXIT_USAGE, f"--depth {','.join(map(str, o.depths))}: plan gives the speed at one depth")
+    return o.depths[0] if o.depths else None
+
+
 def _check_ctx(ctx_size: int | None) -> None:
     if ctx_size is not None and ctx_size <= 0:
         raise Fail(EXIT_USAGE, f"--ctx-size {ctx_size}: a context is a positive number of tokens (leave it out "
@@ -170,7 +177,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         model = _model(model_spec, d.recipe)
         plan_check.refuse(check_way, d.recipe in fit_table()["gguf_recipes"], model)
         planned = planning.plan_model(profile, d, v, model, cache, _device_ids(cache, d.recipe, dirname, version),
-                                      ctx_size, cache_type_k, cache_type_v, parallel, _bandwidth(o, profile, cache))
+                                      ctx_size, cache_type_k, cache_type_v, parallel, _bandwidth(o, profile, cache),
+                                      _one_depth(o))
     except ModelError as e:
         raise Fail(EXIT_INPUT, str(e)) from None
     except fit.FitError as e:

@@ -33,6 +33,7 @@ class Row:
     unread: str | None = None  # why --read-headers could not read its header
     tokens_per_s: float | None = None
     tokens_per_s_estimate: float | None = None
+    depths: tuple = ()  # the speed at an empty context and at the planned context's depth (plan's speed_estimate.depths)
 
     @property
     def fits(self) -> bool:
@@ -101,11 +102,13 @@ def _row(profile, d, v, devs, name, entry, facts, ctx, parallel, cpu_bw) -> Row:
     except (fit.FitError, planner.UnknownMemory) as e:
         return Row(**head, basis=basis, plan=None, trained_ctx=(facts or {}).get("n_ctx_train"), refused=str(e))
     speed = likely = None
+    depths: tuple = ()
     if facts is not None and p.fits:
         bw = cpu_bw() if callable(cpu_bw) and p.status in (fit.Status.CPU, fit.Status.PARTIAL, fit.Status.EXPERTS) \
             else None
         est = planner.estimate_speed(profile, p, facts, devs, bw)
         speed = est["tokens_per_s"] if est else None
         likely = est["estimate"]["tokens_per_s"] if est and est.get("estimate") else None
+        depths = tuple(est.get("depths") or ()) if est else ()
     return Row(**head, basis=basis, plan=p, trained_ctx=(facts or {}).get("n_ctx_train"), tokens_per_s=speed,
-               tokens_per_s_estimate=likely)
+               tokens_per_s_estimate=likely, depths=depths if facts is not None and p.fits else ())

@@ -106,7 +106,11 @@ def fit_model(profile, decision, verdict, facts: dict, ctx: int | None = None, t
 
     def bandwidth():
         got = cpu_bw() if callable(cpu_bw) else cpu_bw
-        return gpu_bw[0] if gpu_bw else None, got[0] if got else None
+        if not gpu_bw or not got:
+            return gpu_bw[0] if gpu_bw else None, got[0] if got else None
+        # -ngl K against --n-cpu-moe N: the time per token at the planned context's full depth, where the
+        # KV cache of -ngl's layers in system memory is read from there for every token
+        return lambda lay, depth: _seconds_at(profile, runtime, facts, lay, devs, got, run, depth)
     return fit.plan(facts, devs, "cpu" if on_cpu else runtime, run, profile.cpu.memory_bytes, cpu, bandwidth=bandwidth,
                     offload=offload, runtime=runtime)
 
@@ -224,11 +228,13 @@ def lemonade_note(p: fit.Plan) -> str | None:
 
 
 def estimate_speed(profile, p: fit.Plan, facts: dict, devs: list[dict], cpu_bw: tuple[float, str] | None = None,
-                   layout: fit.Layout | None = None) -> dict | None:
+                   layout: fit.Layout | None = None, depth: int | None = None) -> dict | None:
     """Generation tokens/s bounded by memory bandwidth: every active weight is read once per token,
     from the device that holds it (a GPU's share at its bandwidth, the CPU's at system memory's).
     An upper bound at an empty context; None where a bandwidth the plan needs is not known.
-    ``layout``: one of the plan's layouts (default the chosen one; ``p.instead_of`` for the other)."""
+    ``layout``: one of the plan's layouts (default the chosen one; ``p.instead_of`` for the other).
+    ``depth``: the depth the speed is also given at (default the planned context's, a slot filled):
+    ``depths`` lists both, with the fitted model's estimate (speed.speed_fit) and the bound."""
     lay = layout or p.layout
     used = _used(lay, devs)
     shares = _shares(profile, lay, facts, used, cpu_bw)
@@ -247,9 +253,79 @@ def estimate_speed(profile, p: fit.Plan, facts: dict, devs: list[dict], cpu_bw: 
     out = {"tokens_per_s": round(bound, 1), "bandwidth_gbps": round(per_token / seconds / 1e9, 1),
            "bytes_per_token": per_token, "source": source,
            "basis": f"{words}; an upper bound at an empty context, real runs come below it"}
+    rows = depth_speeds(profile, p, facts, used, cpu_bw, lay, [0, p.ctx if depth is None else depth])
+    if rows:
+        out["depths"] = rows
     if layout is None:
-        out.update(_nearer(profile, p, facts, used, bound * per_token / facts["weights_bytes"]))
+        out.update(_nearer(profile, p, facts, used, rows))
     return out
+
+
+def depth_speeds(profile, p: fit.Plan, facts: dict, used: list[dict], cpu_bw, lay: fit.Layout,
+                 depths: list[int]) -> list[dict]:
+    """At each depth: the fitted model's tokens/s (None where no fit is had), the bound at that depth
+    (weights and the KV cache of ``depth`` positions at peak bandwidth), and the basis in words."""
+    from selector.models import speed
+
+    gpus = [(d["name"], (speed.bandwidth_of(profile, d["device"]) or (0.0, ""))[0]) for d in used]
+    fitted, why = _speed_fit(profile, p.runtime, used)
+    out = []
+    for depth in dict.fromkeys(depths):
+        parts = speed.shares(facts, lay, depth, gpus, cpu_bw[0] if cpu_bw else None, p.run.type_k, p.run.type_v)
+        if parts is None:
+            return []
+        t = speed.model_seconds(parts, fitted)
+        def said(x) -> str:  # what one memory reads: its weights and, at a depth, its layers' KV cache
+            what = [x.name] if len(parts) > 1 else []
+            what += [f"{size(x.kv)} of it KV cache"] if x.kv else []
+            return f"{size(x.read)} at {x.gbps:g} GB/s" + (f" ({', '.join(what)})" if what else "")
+        basis = (" + ".join(said(x) for x in parts if x.read) + f" per token at depth {depth}"
+                 + (f"; {why}" if why and not fitted else ""))
+        out.append({"depth": depth, "tokens_per_s": round(1 / t, 1) if t else None,
+                    "bound": round(1 / speed.bound_seconds(parts), 1), "basis": basis})
+    return out
+
+
+def _speed_fit(profile, runtime: str, used: list[dict]):
+    """(the model fitted to the published runs of this backend on the pool of the plan's first GPU, or
+    None; words: what it was fitted to, or why there is none)."""
+    from selector.bandwidth import VENDOR, memory_kind
+    from selector.models import speed
+
+    if not used:
+        return None, ""
+    dev = used[0]["device"]
+    row = _row(profile, dev)
+    results, broken = _published()
+    if broken:
+        return None, f"no estimate: the published runs could not be read ({broken})"
+    if row is None:
+        return None, ""
+    runs = [r for r in results + list(speed.captured()) if r.os == profile.os.name]
+    got = speed.speed_fit(runs, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
+                          memory_kind(dev.type, row))
+    if got is None:
+        return None, (f"no estimate: fewer than {speed.CALIBRATION_LEAST} models of {_kind_words(used, profile)} have "
+                      f"published {runtime} generation runs on {OS_WORDS.get(profile.os.name, profile.os.name)} of "
+                      f"a model whose shape the catalog knows")
+    slower = f"{got.slowdown:.2f} times the read time at peak bandwidth" if got.slowdown > 1.005 else \
+        "the read time at peak bandwidth"
+    return got, (f"{slower} and {got.per_layer_s * 1e6:.0f} µs a layer on the GPU, fitted to {runtime} generation "
+                 f"runs on {len(got.gpus)} GPU models ({got.group}, {_span(got.dates)}; llama-bench-published.json)")
+
+
+def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[dict], cpu_bw, run: fit.Run,
+                depth: int) -> float | None:
+    """Seconds per generated token of a layout at ``depth``: the fitted model's where there is one, else
+    the bound's."""
+    from selector.models import speed
+
+    used = _used(lay, devs)
+    gpus = [(d["name"], (speed.bandwidth_of(profile, d["device"]) or (0.0, ""))[0]) for d in used]
+    parts = speed.shares(facts, lay, depth, gpus, cpu_bw[0], run.type_k, run.type_v)
+    if parts is None:
+        return None
+    return speed.model_seconds(parts, _speed_fit(profile, runtime, used)[0]) or speed.bound_seconds(parts)
 
 
 def _used(lay: fit.Layout, devs: list[dict]) -> list[dict]:
@@ -275,50 +351,27 @@ def _shares(profile, lay: fit.Layout, facts: dict, used: list[dict], cpu_bw) -> 
     return None
 
 
-def _nearer(profile, p: fit.Plan, facts: dict, used: list[dict], whole: float) -> dict:
-    """The estimate from what published runs reached of their bound (``whole``: this bound over the whole
-    file, as llama-bench's are), and the prompt rate; or why there is none (``no_estimate``).  The
-    published runs were dense models of 2 GiB or more, all on one GPU model, on the same operating
-    system (its drivers are another build's)."""
-    from selector.models.speed import CALIBRATION_LEAST, MIN_CALIBRATION_GIB
-
-    runtime, os_name = p.runtime, profile.os.name
-    rows = [_row(profile, d["device"]) for d in used]
-    if p.status not in (fit.Status.FITS, fit.Status.SPLIT):
-        return {"no_estimate": "the published runs it is made of had the whole model on GPUs"}
-    if len({r["match"] if r else None for r in rows}) != 1:
-        return {"no_estimate": "the published runs it is made of were each on one model of GPU; this plan uses several"}
-    if facts.get("n_expert"):
-        return {"no_estimate": "a mixture of experts reads less than its file per token; the published runs pooled "
-                               "are of dense models"}
-    if facts.get("lookup_bytes"):
-        return {"no_estimate": "its per-layer embeddings are looked up, not read whole; the published runs pooled "
-                               "are of models that read every weight"}
-    if facts["weights_bytes"] < MIN_CALIBRATION_GIB * GIB:
-        return {"no_estimate": f"a model under {MIN_CALIBRATION_GIB} GiB is bound by per-token overhead more than "
-                               "by bandwidth"}
-    out = {}
-    results, broken = _published()
-    est = calibrated(runtime, used, profile, results)
-    if broken:
-        out["no_estimate"] = f"the published runs could not be read ({broken})"
-    elif est is None:
-        out["no_estimate"] = (f"fewer than {CALIBRATION_LEAST} models of {_kind_words(used, profile)} "
-                              f"have published {runtime} generation runs on {OS_WORDS.get(os_name, os_name)} "
-                              f"of a dense model of {MIN_CALIBRATION_GIB} GiB or more")
+def _nearer(profile, p: fit.Plan, facts: dict, used: list[dict], rows: list[dict]) -> dict:
+    """The estimate at an empty context (the fitted model's, ``rows[0]``) and the prompt rate; or why there
+    is none (``no_estimate``)."""
+    out: dict = {}
+    first = rows[0] if rows else None
+    fitted, words = _speed_fit(profile, p.runtime, used)
+    if first and first["tokens_per_s"] and fitted is not None:
+        out["estimate"] = {"tokens_per_s": first["tokens_per_s"], "gpus": list(fitted.gpus), "group": fitted.group,
+                           "dates": list(fitted.dates), "slowdown": round(fitted.slowdown, 3),
+                           "per_layer_us": round(fitted.per_layer_s * 1e6, 1), "basis": f"{first['basis']}; {words}"}
     else:
-        cal, n = est
-        out["estimate"] = {"tokens_per_s": round(whole * cal["mid"], 1), "low": round(whole * cal["low"], 1),
-                           "high": round(whole * cal["high"], 1), "fraction": round(cal["mid"], 3),
-                           "gpus": cal["gpus"], "group": cal["group"], "dates": list(cal["dates"]),
-                           "basis": f"what published {runtime} generation runs on {n} GPU models "
-                                    f"({cal['group']}, {_span(cal['dates'])}) reached of their own bound; "
-                                    f"llama-bench-published.json"}
+        out["no_estimate"] = ("a CPU build's speed is the bound's: no published run of one is fitted"
+                              if p.status is fit.Status.CPU else words.split("no estimate: ", 1)[-1] if words
+                              else "the GPU is not in the GPU table")
+    results, _broken = _published()
     # a name several cards share (Strix Halo's "8060S/8050S/8040S") is of none of them: prompts are
     # bound by compute, which differs between them
-    exact = _row(profile, used[0]["device"], exact=True)
-    prompt = _prompt(runtime, exact["match"], facts.get("params") or 0, os_name, results) if exact else None
-    if prompt is not None:
+    exact = _row(profile, used[0]["device"], exact=True) if used else None
+    prompt = _prompt(p.runtime, exact["match"], facts.get("params") or 0, profile.os.name, results) if exact else None
+    one_model = len({(_row(profile, d["device"]) or {}).get("match") for d in used}) == 1
+    if prompt is not None and one_model and p.status in (fit.Status.FITS, fit.Status.SPLIT):
         out["prompt"] = prompt
     return out
 
@@ -382,23 +435,6 @@ def _span(dates) -> str:
     """The months the runs were published in: "2024-05" or "2024-05 to 2026-03" (builds change speed)."""
     first, last = dates[0][:7], dates[1][:7]
     return first if first == last else f"{first} to {last}"
-
-
-def calibrated(runtime: str, used: list[dict], profile, results: list) -> tuple[dict, int] | None:
-    """The fraction of the bandwidth bound published runs (``results``) of this backend on this operating
-    system reached on the family of the GPUs the plan uses (one model: the caller's rule), among GPUs of
-    their kind of memory (shared, HBM or GDDR: speed.calibration), and how many GPU models it pools; None
-    without enough of them."""
-    from selector.bandwidth import VENDOR, memory_kind
-    from selector.models.speed import calibration
-
-    dev = used[0]["device"]
-    row = _row(profile, dev)
-    if row is None:
-        return None
-    cal = calibration([r for r in results if r.os == profile.os.name], runtime,
-                      dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""), memory_kind(dev.type, row))
-    return (cal, len(cal["gpus"])) if cal else None
 
 
 def speed_missing(profile, p: fit.Plan, devs: list[dict], cpu_bw: tuple | None) -> str | None:

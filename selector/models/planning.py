@@ -22,6 +22,7 @@ class Planned:
     speed: dict | None = None
     alt_tokens_per_s: float | None = None
     speed_missing: str | None = None
+    alt_depths: list | None = None  # the layout not taken: its speed at each depth the plan's is given at
 
     @property
     def from_header(self) -> bool:
@@ -29,7 +30,7 @@ class Planned:
 
 
 def plan_model(profile, d, v, model, cache: str, ids: dict, ctx: int | None, type_k: str, type_v: str,
-               parallel: int, cpu_bw) -> Planned:
+               parallel: int, cpu_bw, depth: int | None = None) -> Planned:
     """Plan ``model`` on the pick ``d``: from its GGUF header for llama.cpp, from its size otherwise.
     Raises ModelError (unreadable), fit.FitError (a request llama.cpp refuses), planner.UnknownMemory."""
     devs = planner.targets(profile, d, v, ids)
@@ -44,10 +45,11 @@ def plan_model(profile, d, v, model, cache: str, ids: dict, ctx: int | None, typ
     args, env = planner.launch(p, planner.model_arg(model), d.run_env)
     reads_system = p.status in (fit.Status.CPU, fit.Status.PARTIAL, fit.Status.EXPERTS)
     bw = (cpu_bw() if callable(cpu_bw) else cpu_bw) if reads_system else None
-    speed = planner.estimate_speed(profile, p, facts, devs, bw) if p.fits else None
-    alt = planner.estimate_speed(profile, p, facts, devs, bw, p.instead_of) if speed and p.instead_of else None
+    speed = planner.estimate_speed(profile, p, facts, devs, bw, depth=depth) if p.fits else None
+    alt = planner.estimate_speed(profile, p, facts, devs, bw, p.instead_of, depth) if speed and p.instead_of else None
     return Planned(p, facts, args if p.fits else [], env, speed, alt["tokens_per_s"] if alt else None,
-                   planner.speed_missing(profile, p, devs, bw) if not speed else None)
+                   planner.speed_missing(profile, p, devs, bw) if not speed else None,
+                   alt.get("depths") if alt else None)
 
 
 def _file_size(path: str) -> int:

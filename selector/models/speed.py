@@ -60,7 +60,7 @@ def family_group(family: str | None) -> str | None:
     return family
 
 
-MIN_CALIBRATION_GIB = 2  # a smaller model's tokens are bound by per-token overhead more than by bandwidth
+MIN_CALIBRATION_GIB = 2  # the prompt estimate's runs: a smaller model's rate is bound by overhead more than compute
 
 
 def _dense(model: str) -> bool:
@@ -71,66 +71,7 @@ def _dense(model: str) -> bool:
     return not re.search(r"moe|gpt-oss|qwen3next|deepseek|\bA\d+(\.\d+)?B\b|\d+x\d+B|\bE\d+B\b", model, re.I)
 
 
-def efficiencies(results, runtime: str, exclude: str | None = None) -> dict[str, list[tuple[str, float]]]:
-    """What fraction of the bandwidth bound each published generation run reached, by GPU family group:
-    {group: [(GPU model, fraction, (first date, last date)), ...]}, one fraction per GPU model (the median of its runs) so a GPU
-    measured often does not outweigh the rest.  ``exclude``: a GPU model left out (leave-one-out)."""
-    from statistics import median
-
-    by_gpu: dict[tuple, list[float]] = {}
-    dates: dict[tuple, list[str]] = {}
-    for r in results:
-        if r.backend != runtime or not r.test.startswith("tg") or not r.size_gib or r.match == exclude \
-                or r.size_gib < MIN_CALIBRATION_GIB or not _dense(r.model):
-            continue
-        kind, row = by_match().get(r.match, (None, None))
-        if row is None:
-            continue
-        # the whole file over the bandwidth: llama-bench prints no other size (the estimate applies the
-        # fraction to the same kind of bound)
-        bound = float(row["gbps"]) * 1e9 / (r.size_gib * (1 << 30))
-        group = (family_group(r.family) or VENDOR[kind], memory_kind(kind, row))
-        by_gpu.setdefault((group, r.match), []).append(r.tps / bound)
-        dates.setdefault((group, r.match), []).append(r.date)
-    out: dict[tuple, list[tuple[str, float, tuple[str, str]]]] = {}
-    for (group, match), effs in by_gpu.items():
-        ds = dates[(group, match)]
-        out.setdefault(group, []).append((match, median(effs), (min(ds), max(ds))))
-    return out
-
-
 CALIBRATION_LEAST = 4  # GPU models pooled: with one left out, three remain (what docs/models.md's error is over)
-
-
-def calibration(results, runtime: str, family: str | None, vendor: str, memory: str = "own",
-                exclude: str | None = None, least: int = CALIBRATION_LEAST) -> dict | None:
-    """The fraction of the bound real runs reach, for a backend on a family: from the published runs of
-    GPUs of its family group where at least ``least`` GPU models were measured, else of the backend on
-    every GPU of the vendor; either way only GPUs of this one's kind of memory (``memory``:
-    bandwidth.memory_kind, the machine's shared memory, a card's HBM or its GDDR).  {"low", "mid",
-    "high" (fractions), "gpus", "group", "dates": the first and last day the pooled runs were published}."""
-    from statistics import median
-
-    effs = efficiencies(results, runtime, exclude)
-    group = family_group(family)  # none for an Apple chip or an Intel GPU: the vendor's pool is theirs
-    pool, words = (effs.get((group, memory), []), group + (" with HBM" if memory == "hbm" else "")) if group else ([], "")
-    if len(pool) < least:
-        vendor_groups = [g for g in effs if g[1] == memory and _vendor_of_group(g[0]) == vendor]
-        pool = [x for g in vendor_groups for x in effs[g]]
-        kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
-        words = f"{VENDOR_WORDS.get(vendor, vendor)} {kind}GPUs"
-        families = sorted({g[0] for g in vendor_groups if effs[g] and g[0] != vendor})
-        if families:  # which families the runs are of, and that this GPU's is not among them where it is not
-            words += " of " + ", ".join(families)
-            if group and group not in families:
-                words += f", none of {group}"
-    if len(pool) < least:
-        return None
-    values = sorted(e for _m, e, _d in pool)
-    return {"low": values[0], "mid": median(values), "high": values[-1], "gpus": [m for m, _e, _d in pool],
-            "group": words, "dates": (min(d[0] for _m, _e, d in pool), max(d[1] for _m, _e, d in pool))}
-
-
 VENDOR_WORDS = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel", "apple": "Apple"}
 
 
@@ -429,3 +370,94 @@ def leave_one_out(results, backends=("cuda", "rocm", "vulkan", "metal", "sycl"))
                             "measured": median(1 / p.seconds for p in some),
                             "error": median(errs) if errs else None, "group": fit.group if fit else None})
     return out
+
+
+# --- a plan's speed at a depth --------------------------------------------------------------------
+
+class Share(Record):
+    """What one memory reads per generated token under a plan: its weights and, at the depth, the KV
+    cache of the layers it holds, at its peak bandwidth; the layers a GPU runs (its per-layer cost)."""
+
+    name: str  # the GPU's name, or "system memory"
+    gbps: float
+    weights: int
+    kv: int
+    layers: int
+    gpu: bool = True
+
+    @property
+    def read(self) -> int:
+        return self.weights + self.kv
+
+
+def kv_read(facts: dict, layers, depth: int, type_k: str = "f16", type_v: str = "f16") -> int:
+    """Bytes of KV cache one generated token reads at ``depth`` over ``layers``: every cached position of a
+    layer that attends to the whole context, the window of a sliding-window one, none of a recurrent one."""
+    from selector.models.fit import cache_bytes
+
+    if depth <= 0:
+        return 0
+    kb, kd = cache_bytes(type_k)
+    vb, vd = cache_bytes(type_v)
+    total = 0
+    for il in layers:
+        heads = facts["n_head_kv"][il]
+        if not heads:
+            continue
+        n = min(depth, facts["n_swa"]) if facts["swa"][il] and facts["n_swa"] else depth
+        total += n * heads * (facts["head_k"] * kb // kd + facts["head_v"] * vb // vd)
+    return total
+
+
+def shares(facts: dict, lay, depth: int, gpus: list[tuple[str, float]], cpu_gbps: float | None,
+           type_k: str = "f16", type_v: str = "f16") -> list[Share] | None:
+    """Each memory's reads per token for a layout (fit.Layout) at ``depth``: ``gpus`` the (name, GB/s) of
+    the GPUs it holds, in its order; ``cpu_gbps`` system memory's (None: unknown).  Weights as the layout
+    reads them (a GPU's share in proportion to the weights it holds); KV where its layer is: on a GPU for
+    the layers offloaded, in system memory for -ngl's others (--n-cpu-moe keeps every layer's attention
+    and KV on the GPUs).  None where a bandwidth it needs is not known."""
+    from selector.models import fit
+
+    n = facts["n_layer"]
+    status = fit.Status(lay.status)
+    if status is fit.Status.CPU:
+        if not cpu_gbps:
+            return None
+        return [Share(name="system memory", gbps=cpu_gbps, weights=fit.active_bytes(facts),
+                      kv=kv_read(facts, range(n), depth, type_k, type_v), layers=n, gpu=False)]
+    if not gpus or any(not g for _n, g in gpus):
+        return None
+    start = fit.gpu_start(n, lay.ngl) if status is fit.Status.PARTIAL else 0
+    on_gpu = range(start, n)
+    gpu_weights = lay.gpu_read if lay.gpu_read is not None else fit.active_bytes(facts)
+    held = [d.weights for d in lay.devices][:len(gpus)] or [1]
+    total = sum(held) or 1
+    # the device of each layer, as llama.cpp assigns them for -ngl and --tensor-split
+    where = fit.layer_devices(n, lay.ngl, list(lay.tensor_split)) if lay.tensor_split else [0] * (n + 1)
+    out = []
+    for k, (name, gbps) in enumerate(gpus):
+        mine = [il for il in on_gpu if where[il] == k]
+        out.append(Share(name=name, gbps=gbps, weights=gpu_weights * held[min(k, len(held) - 1)] // total,
+                         kv=kv_read(facts, mine, depth, type_k, type_v), layers=len(mine)))
+    if status in (fit.Status.PARTIAL, fit.Status.EXPERTS):
+        if not cpu_gbps:
+            return None
+        cpu_kv = kv_read(facts, range(start), depth, type_k, type_v) if status is fit.Status.PARTIAL else 0
+        out.append(Share(name="system memory", gbps=cpu_gbps, weights=lay.cpu_read or 0, kv=cpu_kv, layers=start,
+                         gpu=False))
+    return out
+
+
+def bound_seconds(parts: list[Share]) -> float:
+    """Seconds per token if every memory were read at its peak bandwidth, one after the other."""
+    return sum(s.read / (s.gbps * 1e9) for s in parts)
+
+
+def model_seconds(parts: list[Share], fit_: SpeedFit | None) -> float | None:
+    """Seconds per token by the fitted model: each GPU's reads at its bandwidth times the fit's slowdown
+    plus its layers' per-layer cost, and system memory's reads at its peak (no published run fitted a
+    CPU's share: its part is the bound's).  None without a fit, or without a part on a GPU (a CPU build's
+    speed is the bound's alone)."""
+    if fit_ is None or not any(s.gpu for s in parts):
+        return None
+    return sum(fit_.seconds(s.read / (s.gbps * 1e9), s.layers) if s.gpu else s.read / (s.gbps * 1e9) for s in parts)
