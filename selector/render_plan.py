@@ -190,7 +190,7 @@ def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
         out.append(f"speed: ~{est['tokens_per_s']:.0f} tokens/s generated at an empty context ({est['basis']}); "
                    f"at most ~{speed['tokens_per_s']:.0f} by the bandwidth bound ({speed['basis']})")
     else:
-        why = speed.get("no_estimate")
+        why = speed.get("no_estimate") if p.status is not Status.CPU else None  # a CPU build's is the bound's
         out.append(f"speed: at most ~{speed['tokens_per_s']:.0f} tokens/s generated (estimate: {speed['basis']})"
                    + (f"; no estimate nearer: {why}" if why else ""))
     for r in rows[1:]:

@@ -35,7 +35,7 @@ def markdown() -> str:
              "|---|---|---|---|---|---|---|---|"]
     for r in rs:
         ctx = "empty" if r["depth"] == 0 else "depth " + ", ".join(str(d) for d in r["depths"])
-        err = f"{r['error']:+.0%}" if r["error"] is not None else "too few other GPUs"
+        err = f"{r['error']:+.0%}" if r["error"] is not None else "no fit (too few other GPUs, or of its kind of model)"
         lines.append(f"| {r['gpu']} | {r['backend']} | {r['os']} | {ctx} | {r['runs']} | {r['measured']:.1f} t/s | {err} | "
                      f"{r['group'] or '-'} |")
     lines.append("")

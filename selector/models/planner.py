@@ -268,7 +268,7 @@ def depth_speeds(profile, p: fit.Plan, facts: dict, used: list[dict], cpu_bw, la
     from selector.models import speed
 
     gpus = [(d["name"], (speed.bandwidth_of(profile, d["device"]) or (0.0, ""))[0]) for d in used]
-    fitted, why = _speed_fit(profile, p.runtime, used)
+    fitted, _why = _speed_fit(profile, p.runtime, used, bool(facts.get("n_expert")))
     out = []
     for depth in dict.fromkeys(depths):
         parts = speed.shares(facts, lay, depth, gpus, cpu_bw[0] if cpu_bw else None, p.run.type_k, p.run.type_v)
@@ -279,14 +279,13 @@ def depth_speeds(profile, p: fit.Plan, facts: dict, used: list[dict], cpu_bw, la
             what = [x.name] if len(parts) > 1 else []
             what += [f"{size(x.kv)} of it KV cache"] if x.kv else []
             return f"{size(x.read)} at {x.gbps:g} GB/s" + (f" ({', '.join(what)})" if what else "")
-        basis = (" + ".join(said(x) for x in parts if x.read) + f" per token at depth {depth}"
-                 + (f"; {why}" if why and not fitted else ""))
+        basis = " + ".join(said(x) for x in parts if x.read) + (f" per token at depth {depth}" if depth else " per token")
         out.append({"depth": depth, "tokens_per_s": round(1 / t, 1) if t else None,
                     "bound": round(1 / speed.bound_seconds(parts), 1), "basis": basis})
     return out
 
 
-def _speed_fit(profile, runtime: str, used: list[dict]):
+def _speed_fit(profile, runtime: str, used: list[dict], moe: bool = False):
     """(the model fitted to the published runs of this backend on the pool of the plan's first GPU, or
     None; words: what it was fitted to, or why there is none)."""
     from selector.bandwidth import VENDOR, memory_kind
@@ -303,14 +302,19 @@ def _speed_fit(profile, runtime: str, used: list[dict]):
         return None, ""
     runs = [r for r in results + list(speed.captured()) if r.os == profile.os.name]
     got = speed.speed_fit(runs, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
-                          memory_kind(dev.type, row))
+                          memory_kind(dev.type, row), moe=moe)
+    os_words = OS_WORDS.get(profile.os.name, profile.os.name)
     if got is None:
         return None, (f"no estimate: fewer than {speed.CALIBRATION_LEAST} models of {_kind_words(used, profile)} have "
-                      f"published {runtime} generation runs on {OS_WORDS.get(profile.os.name, profile.os.name)} of "
-                      f"a model whose shape the catalog knows")
+                      f"published {runtime} generation runs on {os_words} of a model whose shape the catalog knows")
+    if not (got.moe if moe else got.dense):
+        kind = "a mixture of experts" if moe else "a dense model"
+        return None, (f"no estimate: fewer than two of the {len(got.gpus)} GPU models pooled ({got.group}) have published "
+                      f"{runtime} generation runs of {kind} on {os_words}, whose layers cost another time")
     slower = f"{got.slowdown:.2f} times the read time at peak bandwidth" if got.slowdown > 1.005 else \
         "the read time at peak bandwidth"
-    return got, (f"{slower} and {got.per_layer_s * 1e6:.0f} µs a layer on the GPU, fitted to {runtime} generation "
+    more = f" ({got.per_layer_s * 1e6 + got.per_moe_layer_s * 1e6:.0f} µs a layer of experts)" if moe else ""
+    return got, (f"{slower} and {got.per_layer_s * 1e6:.0f} µs a layer on the GPU{more}, fitted to {runtime} generation "
                  f"runs on {len(got.gpus)} GPU models ({got.group}, {_span(got.dates)}; llama-bench-published.json)")
 
 
@@ -325,7 +329,8 @@ def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[
     parts = speed.shares(facts, lay, depth, gpus, cpu_bw[0], run.type_k, run.type_v)
     if parts is None:
         return None
-    return speed.model_seconds(parts, _speed_fit(profile, runtime, used)[0]) or speed.bound_seconds(parts)
+    fitted = _speed_fit(profile, runtime, used, bool(facts.get("n_expert")))[0]
+    return speed.model_seconds(parts, fitted) or speed.bound_seconds(parts)
 
 
 def _used(lay: fit.Layout, devs: list[dict]) -> list[dict]:
@@ -356,11 +361,12 @@ def _nearer(profile, p: fit.Plan, facts: dict, used: list[dict], rows: list[dict
     is none (``no_estimate``)."""
     out: dict = {}
     first = rows[0] if rows else None
-    fitted, words = _speed_fit(profile, p.runtime, used)
+    fitted, words = _speed_fit(profile, p.runtime, used, bool(facts.get("n_expert")))
     if first and first["tokens_per_s"] and fitted is not None:
         out["estimate"] = {"tokens_per_s": first["tokens_per_s"], "gpus": list(fitted.gpus), "group": fitted.group,
                            "dates": list(fitted.dates), "slowdown": round(fitted.slowdown, 3),
-                           "per_layer_us": round(fitted.per_layer_s * 1e6, 1), "basis": f"{first['basis']}; {words}"}
+                           "per_layer_us": round(fitted.per_layer_s * 1e6, 1),
+                           "per_moe_layer_us": round(fitted.per_moe_layer_s * 1e6, 1), "basis": f"{first['basis']}; {words}"}
     else:
         out["no_estimate"] = ("a CPU build's speed is the bound's: no published run of one is fitted"
                               if p.status is fit.Status.CPU else words.split("no estimate: ", 1)[-1] if words

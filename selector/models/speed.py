@@ -217,6 +217,7 @@ class Point(Record):
     read_s: float  # the bytes it read over the GPU's peak bandwidth
     layers: int
     weight: float
+    moe_layers: int = 0  # of them, layers of a mixture of experts (routing, the experts' own kernels)
     depth: int
     result: object = None
 
@@ -237,11 +238,14 @@ def point(r) -> Point | None:
     depth = r.depth + int(re.sub(r"\D", "", r.test) or 0) // 2 if r.depth else r.depth
     read = weights + arch.kv_per_position(depth) * depth
     return Point(gpu=r.match, seconds=1 / r.tps, read_s=read / (gbps * 1e9), layers=arch.layers,
+                 moe_layers=arch.layers if arch.active_b else 0,
                  weight=NO_BUILD_WEIGHT if not r.build else 1.0, depth=r.depth, result=r)
 
 
 class SpeedFit(Record):
-    """Time per token = read_s x ``slowdown`` + layers x ``per_layer_s``, fitted to ``gpus``' runs."""
+    """Time per token = read_s x ``slowdown`` + layers x ``per_layer_s`` (+ ``per_moe_layer_s`` more for each
+    layer of a mixture of experts), fitted to ``gpus``' runs.  ``moe``: whether runs of a mixture of experts
+    were among them (without them, the extra cost of such a layer is not known)."""
 
     backend: str
     group: str  # the GPUs pooled, in words
@@ -250,42 +254,83 @@ class SpeedFit(Record):
     gpus: tuple
     runs: int
     dates: tuple
+    per_moe_layer_s: float = 0.0
+    moe: bool = False
+    dense: bool = True
 
-    def seconds(self, read_s: float, layers: int) -> float:
-        return read_s * self.slowdown + layers * self.per_layer_s
+    def seconds(self, read_s: float, layers: int, moe_layers: int = 0) -> float:
+        return read_s * self.slowdown + layers * self.per_layer_s + moe_layers * self.per_moe_layer_s
+
+    def covers(self, p) -> bool:
+        """Whether runs of its kind (a mixture of experts, or not) on two GPU models or more were fitted."""
+        return self.moe if p.moe_layers else self.dense
 
 
-def _solve(points: list[Point]) -> tuple[float, float] | None:
-    """(slowdown, per-layer seconds) minimising the squared relative error of the predicted time, each GPU
-    model weighing the same (its runs share its weight); both kept physical (slowdown >= 1, cost >= 0)."""
+def _solve(points: list[Point]) -> tuple[float, float, float] | None:
+    """(slowdown, per-layer seconds, extra seconds per layer of a mixture of experts) minimising the squared
+    relative error of the predicted time, each GPU model weighing the same (its runs share its weight), a
+    run a year older than the newest half; all kept physical (slowdown >= 1, costs >= 0): where the free
+    optimum is not, the best with some of them at their bounds."""
     import datetime
+    from itertools import product
 
     newest = max(datetime.date.fromisoformat(p.result.date) for p in points)
-    points = [Point(gpu=p.gpu, seconds=p.seconds, read_s=p.read_s, layers=p.layers, depth=p.depth, result=p.result,
-                    weight=p.weight * 0.5 ** ((newest - datetime.date.fromisoformat(p.result.date)).days / HALF_LIFE_DAYS))
-              for p in points]
     per_gpu: dict[str, float] = {}
     for p in points:
         per_gpu[p.gpu] = per_gpu.get(p.gpu, 0.0) + p.weight
-    sxx = sxy = syy = bx = by = 0.0
+    rows = []  # (weight, features / measured time): predicted / measured = a x + c y + m z, aimed at 1
     for p in points:
-        w = p.weight / per_gpu[p.gpu]
-        x, y = p.read_s / p.seconds, p.layers / p.seconds  # predicted / measured = a x + c y, aim 1
-        sxx, sxy, syy, bx, by = sxx + w * x * x, sxy + w * x * y, syy + w * y * y, bx + w * x, by + w * y
-    det = sxx * syy - sxy * sxy
-    if det <= 0:
+        age = (newest - datetime.date.fromisoformat(p.result.date)).days / HALF_LIFE_DAYS
+        rows.append((p.weight / per_gpu[p.gpu] * 0.5 ** age,
+                     (p.read_s / p.seconds, p.layers / p.seconds, p.moe_layers / p.seconds)))
+    bounds = (1.0, 0.0, 0.0)
+    best = None
+    for free in product((True, False), repeat=3):  # which parameters are free; the others at their bounds
+        got = _least_squares(rows, free, bounds)
+        if got is None or got[0] < 1 - 1e-9 or got[1] < -1e-12 or got[2] < -1e-12:
+            continue
+        loss = sum(w * (1 - sum(g * f for g, f in zip(got, fs))) ** 2 for w, fs in rows)
+        if best is None or loss < best[0] - 1e-12:  # a tie keeps the one with more parameters at their bounds
+            best = (loss, got)
+    return best[1] if best else None
+
+
+def _least_squares(rows, free, bounds) -> tuple | None:
+    """The weighted least squares of ``rows`` over the ``free`` parameters, the others at ``bounds``."""
+    idx = [i for i, f in enumerate(free) if f]
+    fixed = [(i, bounds[i]) for i, f in enumerate(free) if not f]
+    n = len(idx)
+    m = [[0.0] * n for _ in range(n)]
+    v = [0.0] * n
+    for w, fs in rows:
+        rest = 1 - sum(b * fs[i] for i, b in fixed)
+        for r, i in enumerate(idx):
+            v[r] += w * fs[i] * rest
+            for c, j in enumerate(idx):
+                m[r][c] += w * fs[i] * fs[j]
+    sol = _gauss(m, v) if n else []
+    if sol is None:
         return None
-    a, c = (bx * syy - by * sxy) / det, (by * sxx - bx * sxy) / det
-    if c < 0 or a < 1:  # the unconstrained optimum is unphysical: fit one term with the other at its bound
-        options = []
-        if sxx > 0:
-            a0 = max(1.0, bx / sxx)
-            options.append((a0, 0.0))
-        if syy > 0:
-            options.append((1.0, max(0.0, (by - sxy) / syy)))
-        a, c = min(options, key=lambda ac: sum(p.weight / per_gpu[p.gpu] * (1 - (ac[0] * p.read_s + ac[1] * p.layers)
-                                                                              / p.seconds) ** 2 for p in points))
-    return a, c
+    out = list(bounds)
+    for r, i in enumerate(idx):
+        out[i] = sol[r]
+    return tuple(out)
+
+
+def _gauss(m: list, v: list) -> list | None:
+    """Solve m x = v (small and dense); None where m is singular (a parameter the runs cannot tell)."""
+    n = len(v)
+    a = [row[:] + [v[i]] for i, row in enumerate(m)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[piv][col]) < 1e-18 * max(1.0, max(abs(x) for row in a for x in row[:-1])):
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for r in range(n):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col])]
+    return [a[i][n] / a[i][i] for i in range(n)]
 
 
 def _group_of(r) -> tuple[str, str] | None:
@@ -301,7 +346,7 @@ VULKAN_SHARED = ("amd", "nvidia")  # Intel's Vulkan runs reached a third of the 
 
 
 def speed_fit(results, backend: str, family: str | None, vendor: str, memory: str = "own",
-              exclude: str | None = None, least: int = CALIBRATION_LEAST) -> SpeedFit | None:
+              exclude: str | None = None, least: int = CALIBRATION_LEAST, moe: bool | None = None) -> SpeedFit | None:
     """The model fitted to the published generation runs of ``backend`` on GPUs of this family group
     where ``least`` GPU models or more were measured, else on every GPU of the vendor with this kind of
     memory (``memory``: bandwidth.memory_kind).  ``exclude``: a GPU model left out (leave-one-out).
@@ -317,7 +362,9 @@ def speed_fit(results, backend: str, family: str | None, vendor: str, memory: st
     group = family_group(family)
     pool = pts.get((group, memory), []) if group else []
     words = group + (" with HBM" if memory == "hbm" else "") if group else ""
-    if len({p.gpu for p in pool}) < least:
+    # ``moe``: the kind of model asked about; a family whose runs hold too few of that kind is widened too
+    kind = len({p.gpu for p in pool if bool(p.moe_layers) == moe}) >= 2 if moe is not None else True
+    if len({p.gpu for p in pool}) < least or not kind:
         groups = [g for g in pts if g[1] == memory and _vendor_of_group(g[0]) == vendor]
         pool = [p for g in groups for p in pts[g]]
         kind = "" if vendor == "apple" else {"shared": "integrated ", "hbm": "HBM "}.get(memory, "discrete ")
@@ -339,7 +386,9 @@ def speed_fit(results, backend: str, family: str | None, vendor: str, memory: st
         return None
     dates = [p.result.date for p in pool]
     return SpeedFit(backend=backend, group=words, slowdown=solved[0], per_layer_s=solved[1], gpus=tuple(gpus),
-                    runs=len(pool), dates=(min(dates), max(dates)))
+                    runs=len(pool), dates=(min(dates), max(dates)), per_moe_layer_s=solved[2],
+                    moe=len({p.gpu for p in pool if p.moe_layers}) >= 2,
+                    dense=len({p.gpu for p in pool if not p.moe_layers}) >= 2)
 
 
 def leave_one_out(results, backends=("cuda", "rocm", "vulkan", "metal", "sycl")) -> list[dict]:
@@ -358,17 +407,21 @@ def leave_one_out(results, backends=("cuda", "rocm", "vulkan", "metal", "sycl"))
                 by_gpu.setdefault((r.match, r.os), []).append(p)
         for (gpu, os_name), pts in sorted(by_gpu.items()):
             kind, row = by_match()[gpu]
-            fit = speed_fit([r for r in results if r.os == os_name], backend, pts[0].result.family, VENDOR[kind],
-                            memory_kind(kind, row), exclude=gpu, least=CALIBRATION_LEAST - 1)
             for at_depth in (False, True):
                 some = [p for p in pts if bool(p.depth) == at_depth]
                 if not some:
                     continue
-                errs = [p.seconds / fit.seconds(p.read_s, p.layers) - 1 for p in some] if fit else []
+                # each run against the pool a plan of its kind of model (a mixture of experts, or not) would have
+                fits = {moe: speed_fit([r for r in results if r.os == os_name], backend, pts[0].result.family,
+                                       VENDOR[kind], memory_kind(kind, row), exclude=gpu,
+                                       least=CALIBRATION_LEAST - 1, moe=moe) for moe in {bool(p.moe_layers) for p in some}}
+                errs = [p.seconds / f.seconds(p.read_s, p.layers, p.moe_layers) - 1 for p in some
+                        if (f := fits[bool(p.moe_layers)]) and f.covers(p)]
+                groups = sorted({f.group for f in fits.values() if f})
                 out.append({"gpu": gpu, "backend": backend, "os": os_name, "depth": "depth" if at_depth else 0,
                             "runs": len(some), "depths": sorted({p.depth for p in some}),
                             "measured": median(1 / p.seconds for p in some),
-                            "error": median(errs) if errs else None, "group": fit.group if fit else None})
+                            "error": median(errs) if errs else None, "group": "; ".join(groups) or None})
     return out
 
 
@@ -384,6 +437,7 @@ class Share(Record):
     kv: int
     layers: int
     gpu: bool = True
+    moe_layers: int = 0  # of its layers, those of a mixture of experts
 
     @property
     def read(self) -> int:
@@ -438,7 +492,8 @@ def shares(facts: dict, lay, depth: int, gpus: list[tuple[str, float]], cpu_gbps
     for k, (name, gbps) in enumerate(gpus):
         mine = [il for il in on_gpu if where[il] == k]
         out.append(Share(name=name, gbps=gbps, weights=gpu_weights * held[min(k, len(held) - 1)] // total,
-                         kv=kv_read(facts, mine, depth, type_k, type_v), layers=len(mine)))
+                         kv=kv_read(facts, mine, depth, type_k, type_v), layers=len(mine),
+                         moe_layers=sum(1 for il in mine if facts["expert_bytes"][il])))
     if status in (fit.Status.PARTIAL, fit.Status.EXPERTS):
         if not cpu_gbps:
             return None
@@ -456,8 +511,10 @@ def bound_seconds(parts: list[Share]) -> float:
 def model_seconds(parts: list[Share], fit_: SpeedFit | None) -> float | None:
     """Seconds per token by the fitted model: each GPU's reads at its bandwidth times the fit's slowdown
     plus its layers' per-layer cost, and system memory's reads at its peak (no published run fitted a
-    CPU's share: its part is the bound's).  None without a fit, or without a part on a GPU (a CPU build's
-    speed is the bound's alone)."""
-    if fit_ is None or not any(s.gpu for s in parts):
+    CPU's share: its part is the bound's).  None without a fit, without a part on a GPU (a CPU build's
+    speed is the bound's alone), or where the fit saw no runs of this kind of model (a mixture of experts,
+    or not) on two GPU models."""
+    if fit_ is None or not any(s.gpu for s in parts) or not all(fit_.covers(s) for s in parts if s.gpu):
         return None
-    return sum(fit_.seconds(s.read / (s.gbps * 1e9), s.layers) if s.gpu else s.read / (s.gbps * 1e9) for s in parts)
+    return sum(fit_.seconds(s.read / (s.gbps * 1e9), s.layers, s.moe_layers) if s.gpu else s.read / (s.gbps * 1e9)
+               for s in parts)
