@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from functools import lru_cache
 
 from probes import memory
 from selector.models import fit
@@ -300,9 +301,8 @@ def _speed_fit(profile, runtime: str, used: list[dict], moe: bool = False):
         return None, f"no estimate: the published runs could not be read ({broken})"
     if row is None:
         return None, ""
-    runs = [r for r in results + list(speed.captured()) if r.os == profile.os.name]
-    got = speed.speed_fit(runs, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
-                          memory_kind(dev.type, row), moe=moe)
+    got = _fit_for(profile.os.name, runtime, dev.family if dev.type != "metal" else None, VENDOR.get(dev.type, ""),
+                   memory_kind(dev.type, row), moe)
     os_words = OS_WORDS.get(profile.os.name, profile.os.name)
     if got is None:
         return None, (f"no estimate: fewer than {speed.CALIBRATION_LEAST} models of {_kind_words(used, profile)} have "
@@ -316,6 +316,17 @@ def _speed_fit(profile, runtime: str, used: list[dict], moe: bool = False):
     more = f" ({got.per_layer_s * 1e6 + got.per_moe_layer_s * 1e6:.0f} µs a layer of experts)" if moe else ""
     return got, (f"{slower} and {got.per_layer_s * 1e6:.0f} µs a layer on the GPU{more}, fitted to {runtime} generation "
                  f"runs on {len(got.gpus)} GPU models ({got.group}, {_span(got.dates)}; llama-bench-published.json)")
+
+
+@lru_cache(maxsize=64)
+def _fit_for(os_name: str, runtime: str, family: str | None, vendor: str, memory: str, moe: bool):
+    """speed.speed_fit over the published runs and the captures of one OS, once per pool (`models` plans
+    every model of a catalog)."""
+    from selector.models import speed
+
+    results, _broken = _published()
+    runs = [r for r in results + list(speed.captured()) if r.os == os_name]
+    return speed.speed_fit(runs, runtime, family, vendor, memory, moe=moe)
 
 
 def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[dict], cpu_bw, run: fit.Run,
