@@ -31,6 +31,7 @@ VALUE_OPTS = frozenset({
     "--prefix", "--recipes", "--write", "--engine", "--guide", "--gfx", "--sm", "--os", "--arch",
     "--timeout", "--from-file", "--allow-unverified", "--metric", "--depth",  # verify, install, --policy measured
     "--model", "-m", "--ctx-size", "--cache-type-k", "--cache-type-v", "--parallel",  # models and plan
+    "--check-timeout",  # plan --check (--check's own value is optional: it is never taken for a command)
     "--backends", "--repetitions", "-r", "--prompt", "--gen",  # bench
     "--gpu", "--vram", "--ram",  # a described machine
 })
