@@ -221,3 +221,15 @@ def test_a_device_the_plan_does_not_use_and_the_engine_does_is_a_contradiction()
     assert v.outcome is check.Outcome.CONTRADICTED
     assert {(r.device, r.term) for r in v.off} == {("CUDA0", "model"), ("CUDA0", "kv"), ("CUDA0", "compute")}
     assert all(r.plan == 0 for r in v.off)
+
+
+def test_a_metal_build_s_mapped_model_is_the_gpu_s_memory():
+    """On Apple silicon the model buffer is MTL0_Mapped: the GPU's (unified) memory, not the host's."""
+    log = ("load_tensors:   CPU_Mapped model buffer size =   166.92 MiB\n"
+           "load_tensors: MTL0_Mapped model buffer size = 17468.43 MiB\n"
+           "llama_kv_cache:       MTL0 KV buffer size =  3840.00 MiB\n"
+           "sched_reserve:       MTL0 compute buffer size =   300.75 MiB\n"
+           "sched_reserve:        CPU compute buffer size =    12.01 MiB\n")
+    r = engine_report.from_server_log(log)
+    assert [d.device for d in r.devices] == ["MTL0", "Host"]
+    assert r.device("MTL0").model == round(17468.43 * MiB) and r.device("Host").model == round(166.92 * MiB)
