@@ -26,11 +26,12 @@ MIN_SIZE, MAX_SIZE = 256 << 20, 64 << 40  # below a quarter GiB or past 64 TiB i
 
 
 def parse_size(text: str, what: str) -> int:
-    """``24G``, ``24GB``, ``24Gi``, ``24 GiB``, ``24576M``, ``24`` (GiB): bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:ib|i|b)?\s*", text.lower())
-    size = int(float(m[1]) * UNITS[m[2]]) if m else 0
+    """``24G``, ``24GB``, ``24Gi``, ``24 GiB``, ``24576M``, ``24`` (GiB), ``25769803776B`` (bytes): bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:ib|i|b)?|(b))?\s*", text.lower())
+    size = int(float(m[1]) * UNITS[m[2] or m[3] or ""]) if m else 0
     if not MIN_SIZE <= size <= MAX_SIZE:
-        raise DescribeError(f"{what} {text!r}: a size such as 24G, 24GB or 24576M, from 256M to 64T")
+        raise DescribeError(f"{what} {text!r}: a size such as 24G, 24GB, 24576M or 25769803776B (bytes), "
+                            "from 256M to 64T")
     return size
 
 
@@ -179,7 +180,8 @@ def describe(base: Profile, gpus: list[str], vram: str | None = None, ram: str |
         words.append(" + ".join(f"{made.count(n)}x {n}" if made.count(n) > 1 else n for n in dict.fromkeys(made))
                      + ("" if vram_bytes else " (memory from the tables)"))
     if vram_bytes:
-        words.append(f"{vram_bytes / (1 << 30):.1f} GiB of VRAM each")
+        n = len(made) if made else len(p.amd_gpus) + len(p.nvidia_gpus)
+        words.append(f"{vram_bytes / (1 << 30):.1f} GiB of VRAM" + (" each" if n > 1 else ""))
     if ram:
         words.append(f"{p.cpu.memory_bytes / (1 << 30):.1f} GiB of system memory")
     if words:

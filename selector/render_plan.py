@@ -203,8 +203,7 @@ def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
     return out
 
 
-def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: str | None = None,
-               measured: dict | None = None) -> None:
+def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, measured: dict | None = None) -> None:
     """`plan`'s text: ``out`` is its JSON (docs/json.md 'plan'), ``p`` the typed plan (None for a model
     sized by its file: whisper.cpp, sd.cpp)."""
     say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
@@ -229,8 +228,8 @@ def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, better: 
             say(alt, style="dim")
         for line in suggestion_lines(p):
             say(line)
-    if better:
-        say(f"  would fit better: {better}")
+    if out.get("better_backend"):
+        say(f"  would fit better: --backend {out['better_backend']['backend']}, which {out['better_backend']['says']}")
     for w in out.get("warnings", []):
         say(f"! {w}", style="yellow")
     for line in speed_lines(p, out["speed_estimate"], out.get("speed_missing")) if p else []:
@@ -331,7 +330,7 @@ def guess_fit_json(p: Plan) -> dict:
 
 
 def plan_json(spec: str, d, model, planned, exe: str | None, binary: str | None, installed: bool, lemonade: str | None,
-              lemonade_note: str | None, warnings: list[str], described: str | None) -> dict:
+              lemonade_note: str | None, warnings: list[str], described: str | None, better=None) -> dict:
     """`plan --json` (docs/json.md 'plan')."""
     p, facts = planned.plan, planned.facts
     header = planned.from_header
@@ -349,4 +348,6 @@ def plan_json(spec: str, d, model, planned, exe: str | None, binary: str | None,
         "device_ids_known": bool(p.devices) and all(x.id for x in p.devices),
         "speed_estimate": planned.speed, "speed_missing": planned.speed_missing,
         "warnings": warnings, "described": described,
+        "better_backend": {"backend": better[0], "status": better[1].status.value, "ctx": better[1].ctx,
+                           "says": headline(better[1])} if better else None,
     }

@@ -73,14 +73,15 @@ TESTS = {
     # the estimate's calibration: the published runs' tests hold it
     "selector/models/speed.py": ["tests/test_models.py", "tests/test_evidence.py"],
     # the plan's estimate, its gates and reasons (issue 32) are held by the published runs' tests
-    "selector/models/planner.py": ["tests/test_models.py", "tests/test_real_engine.py", "tests/test_evidence.py"],
+    "selector/models/planner.py": ["tests/test_models.py", "tests/test_plan_line.py", "tests/test_real_engine.py",
+                                   "tests/test_evidence.py"],
     # plan --check: the engine's report, the comparison and what is kept, held by the real CPU build, the
     # stand-in builds and the H200's CUDA figures
     "selector/models/check.py": ["tests/test_serve.py", "tests/test_gpu_engine.py", "tests/test_check_cli.py"],
     "selector/models/engine_report.py": ["tests/test_serve.py", "tests/test_gpu_engine.py", "tests/test_check_cli.py"],
     "selector/models/measured.py": ["tests/test_check_cli.py"],
     "selector/serve.py": ["tests/test_serve.py", "tests/test_check_cli.py"],
-    "selector/models/*": ["tests/test_models.py", "tests/test_real_engine.py"],  # the real build holds the fit
+    "selector/models/*": ["tests/test_models.py", "tests/test_plan_line.py", "tests/test_real_engine.py"],  # the real build holds the fit
     "selector/bench.py": ["tests/test_bench.py", "tests/test_real_engine.py"],
     # the runner (clean_env, run, _kill: --lines 313-392) and the judge; the whole suite takes hours
     "selector/verify.py": ["tests/test_verify.py", "tests/test_bench.py", "tests/test_verify_install.py",

@@ -21,6 +21,11 @@ GIB = 1 << 30
 def _decision(o: Opts, recipe: str, backend: str | None = None):
     profile, cat, _s, (d,), _w = decide_all(o, [o.recipe_names([recipe], False)[0]], backend)
     if d.backend is None or not d.ok:
+        runs = [x.name for x in d.backends if x.supported and x.name != d.backend]
+        if d.pinned and d.backend and runs:  # the backend asked for does not run here, and another does
+            raise Fail(EXIT_UNSUPPORTED, f"{d.recipe}: {d.backend} does not run here ({d.verdict(d.backend).reason}); "
+                                         f"{', '.join(runs)} {'runs' if len(runs) == 1 else 'run'} here: --backend {runs[0]}, or leave "
+                                         "--backend out")
         raise Fail(EXIT_UNSUPPORTED, f"{d.recipe}: {d.reason}; no backend runs here, so no model does")
     return profile, cat, d, d.verdict(d.backend)
 
@@ -158,7 +163,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     from selector import render, render_plan
     from selector.cli.needs import model_packages
     from selector.engine import install_dir_name
-    from selector.models import fit, planner, planning
+    from selector.models import fit, planner, planning, source
     from selector.models.facts import fit_table
     from selector.models.gguf_header import ModelError
 
@@ -179,6 +184,8 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         planned = planning.plan_model(profile, d, v, model, cache, _device_ids(cache, d.recipe, dirname, version),
                                       ctx_size, cache_type_k, cache_type_v, parallel, _bandwidth(o, profile, cache),
                                       _one_depth(o))
+    except source.SpecError as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
     except ModelError as e:
         raise Fail(EXIT_INPUT, str(e)) from None
     except fit.FitError as e:
@@ -186,6 +193,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
     except planner.UnknownMemory as e:
         raise Fail(EXIT_UNSUPPORTED, f"{d.recipe} {d.backend} runs on a GPU here, but {e}") from None
     p = planned.plan
+    better = _better(o, recipe, d, model, cache, planned, ctx_size, cache_type_k, cache_type_v, parallel)
     binary = o.binary_of(d.recipe)
     exe = None
     if d.backend == "system":  # the machine's own: this one's PATH, or what the capture or profile recorded
@@ -200,7 +208,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         planner.lemonade_line(rec, d, p, model) if model.name and header else None,
         planner.lemonade_note(p) if model.name and header else None,
         (_engine_env_warnings(os.environ) if not (o.root or o.profile_path) else []) + _split_order_warning(p),
-        next((w.message for w in profile.warnings if w.probe == "described"), None))
+        next((w.message for w in profile.warnings if w.probe == "described"), None), better)
     if measured:
         out["fit"]["measured"] = {k: measured.get(k) for k in ("date", "build", "way")}
         out["warnings"] += plan_check.over_words(p)
@@ -222,6 +230,19 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         sys.exit(EXIT_UNSUPPORTED)
     if code:
         sys.exit(code)
+
+
+def _better(o: Opts, recipe: str, d, model, cache: str, planned, *how) -> tuple | None:
+    """Another backend that runs here and fits more of the model (planning.better_backend)."""
+    from selector.models import planning
+
+    def decide(name):
+        try:
+            profile, _c, d2, v2 = _decision(o, recipe, name)
+        except Fail:
+            return None
+        return profile, d2, v2, _bandwidth(o, profile, cache)
+    return planning.better_backend(planned, d, model, cache, how, decide)
 
 
 def _check_plan_flags(o: Opts, extra, do_exec: bool, as_json: bool) -> None:
@@ -250,7 +271,12 @@ def _model(spec: str, recipe: str):
 def _exec(d, model, exe, binary, p, out: dict, extra) -> None:
     """--exec: replace this process with the build, running the plan's line."""
     if exe is None:
-        raise Fail(EXIT_INSTALL, f"{d.recipe} {d.backend} is not installed; run `pick-backend install {d.recipe}` first")
+        import shutil
+
+        found = shutil.which(binary) if binary and d.backend != "system" else None
+        raise Fail(EXIT_INSTALL, f"{d.recipe} {d.backend} is not installed; run `pick-backend install {d.recipe}` first"
+                   + (f", or run the {binary} on PATH ({found}): --backend system, or --prefer-system to pick it "
+                      "where it runs here" if found else ""))
     if not p.fits:
         raise Fail(EXIT_UNSUPPORTED, f"{model.label} does not fit here; not starting it")
     # LLAMA_ARG_* variables are llama-server's own options: the line pins them, the shell's must not

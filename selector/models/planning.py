@@ -35,6 +35,7 @@ def plan_model(profile, d, v, model, cache: str, ids: dict, ctx: int | None, typ
     Raises ModelError (unreadable), fit.FitError (a request llama.cpp refuses), planner.UnknownMemory."""
     devs = planner.targets(profile, d, v, ids)
     if d.recipe not in fit_table()["gguf_recipes"]:
+        source.check_kind(d.recipe, model, cache)
         size = round(model.entry["size_gb"] * 1e9) if model.entry else _file_size(model.files[0])
         p = planner.fit_model(profile, d, v, guess(size, model.label), devs=devs, offload=False)
         args = planner.model_arg(model, hf=False)
@@ -57,3 +58,34 @@ def _file_size(path: str) -> int:
         return os.stat(path).st_size
     except OSError as e:
         raise ModelError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+RANK = {fit.Status.FITS: 2, fit.Status.SPLIT: 2, fit.Status.EXPERTS: 1, fit.Status.PARTIAL: 1, fit.Status.CPU: 1,
+        fit.Status.NO: 0}
+
+
+def fits_more(a: fit.Plan, b: fit.Plan) -> bool:
+    """Whether plan ``a`` fits more of the model than ``b``: all of it on GPUs against part of it (or none),
+    then the larger context, then less read from system memory per token."""
+    def key(p):
+        return RANK[p.status], p.ctx if p.fits else 0, -(p.layout.cpu_read or 0)
+    return key(a) > key(b)
+
+
+def better_backend(planned: Planned, d, model, cache: str, how: tuple, decide) -> tuple[str, fit.Plan] | None:
+    """Where the plan keeps part of the model in system memory or does not fit: another backend of the
+    pick's recipe that runs here and fits more of it, (its name, its plan), or None.  ``how``: the
+    context, cache types and slots asked for; ``decide(name)``: (profile, decision, verdict, system
+    memory's bandwidth) of that backend, or None."""
+    if not planned.from_header or planned.plan.status in (fit.Status.FITS, fit.Status.SPLIT):
+        return None
+    best = None
+    for name in [x.name for x in d.backends if x.supported and x.name != d.backend]:
+        got = decide(name)
+        try:
+            p = plan_model(got[0], got[1], got[2], model, cache, {}, *how, got[3]).plan if got else None
+        except (ModelError, fit.FitError, planner.UnknownMemory):
+            p = None
+        if p is not None and fits_more(p, best[1] if best else planned.plan):
+            best = (name, p)
+    return best

@@ -50,6 +50,21 @@ def hf_headers(url: str, env=None) -> dict:
     return {"Authorization": f"Bearer {token}"} if token and (u.scheme, u.netloc) == (ep.scheme, ep.netloc) else {}
 
 
+class SpecError(ModelError):
+    """A model named in a way that names nothing (a URL that does not parse): a usage error."""
+
+
+def _url(spec: str):
+    try:
+        u = urlsplit(spec)
+        u.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as e:
+        raise SpecError(f"--model {spec!r} is not a URL ({e})") from None
+    if not u.hostname:
+        raise SpecError(f"--model {spec!r} is not a URL (no host)")
+    return u
+
+
 class Model:
     """What a name resolved to: ``files`` (paths or URLs, split parts in order), where the name came
     from, and the Lemonade entry when there is one."""
@@ -71,7 +86,7 @@ def resolve(spec: str, session=None, limits=None, env=None) -> Model:
     """A model name to its files.  Lists a Hugging Face repo (one API call) only for ``org/repo`` and
     ``org/repo:QUANT``."""
     if spec.startswith(("http://", "https://")):
-        return Model(spec, (None if urlsplit(spec).query else split_names(spec)) or [spec])
+        return Model(spec, (None if _url(spec).query else split_names(spec)) or [spec])
     if os.path.exists(spec) or spec.startswith((".", "/", "~")) or (spec.endswith(".gguf") and ":" not in spec):
         path = os.path.abspath(os.path.expanduser(spec))
         return Model(spec, split_names(path) or [path])
@@ -273,3 +288,47 @@ def remember_checkpoint(cache: str, model) -> None:
             store.write(store.path(cache, "models", "checkpoint:" + model.checkpoint), {"files": model.files})
         except OSError:
             pass
+
+
+GGML_MAGIC = b"lmgg"  # whisper.cpp's model files: the uint32 0x67676d6c ("ggml") little-endian (whisper.cpp models/README)
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def is_gguf(model: Model) -> bool:
+    first = model.files[0]
+    if first.startswith(("http://", "https://")):
+        return urlsplit(first).path.lower().endswith(".gguf")
+    return _head(first) == b"GGUF"
+
+
+def check_kind(recipe: str, model: Model, cache: str | None) -> None:
+    """Refuse (SpecError: a usage error) a file that is not a model of ``recipe``'s kind, naming what
+    it is: whisper.cpp reads a ggml .bin (ggml-base.bin, as Lemonade lists them); an engine none of
+    whose Lemonade models is a chat model (whisper.cpp, sd.cpp, Kokoro) takes no GGUF language model.
+    A model of Lemonade's list was checked by its recipe."""
+    if model.entry is not None:
+        return
+    first = model.files[0]
+    name = first.rsplit("/", 1)[-1]
+    lists = [e["labels"] for e in catalog()["models"].values() if e["recipe"] == recipe]
+    chat = not lists or any("chat" in labels for labels in lists)  # an engine Lemonade lists chat models for
+    if not chat and is_gguf(model):
+        try:
+            f = facts(model, cache)
+        except ModelError:
+            f = None  # a GGUF that is not a language model: a diffusion model's, for one
+        if f is not None:
+            raise SpecError(f"{name} is a GGUF language model ({f['arch']}, {f['n_layer']} layers) for llama.cpp, "
+                            f"not a {recipe} model; `pick-backend plan llamacpp --model {model.spec}` plans it")
+    if recipe == "whispercpp":
+        local = not first.startswith(("http://", "https://"))
+        if not name.lower().endswith(".bin") or (local and _head(first) != GGML_MAGIC):
+            raise SpecError(f"{name} is not a ggml .bin, the model file whisper.cpp reads (as Lemonade lists them: "
+                            "ggml-base.bin; `pick-backend models whispercpp`)")
