@@ -313,3 +313,9 @@ def test_the_plan_json_is_the_typed_plan(models):
     assert j["status"] == p.status.value and j["n_cpu_moe"] == p.n_cpu_moe and j["cpu_bytes"] == p.host.total
     assert j["instead_of"]["status"] == p.instead_of.status.value
     assert j["devices"][0]["needs_bytes"] == p.devices[0].total
+
+
+def test_a_cpu_build_is_not_better_than_part_on_the_gpu(cli, models, tmp_path):
+    r = cli("plan", "llamacpp", "--model", models["qwen3-30b-a3b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
+            "--parallel", "2", "--ctx-size", "40960", "--cache-dir", str(tmp_path), "--json")
+    assert r.rc == 0 and r.json()["fit"]["status"] == "experts" and r.json()["better_backend"] is None

@@ -98,7 +98,8 @@ def _row(profile, d, v, devs, name, entry, facts, ctx, parallel, cpu_bw) -> Row:
     basis = HEADER if facts is not None else GUESS
     try:
         p = planner.fit_model(profile, d, v, facts if facts is not None else guess(size, entry["checkpoint"]),
-                              ctx if facts is not None else None, parallel=parallel, cpu_bw=cpu_bw, devs=devs)
+                              ctx if facts is not None else None, parallel=parallel, cpu_bw=cpu_bw, devs=devs,
+                              offload=gguf_recipe(d.recipe))  # whisper.cpp, sd.cpp: no layers to leave behind
     except (fit.FitError, planner.UnknownMemory) as e:
         return Row(**head, basis=basis, plan=None, trained_ctx=(facts or {}).get("n_ctx_train"), refused=str(e))
     speed = likely = None

@@ -60,15 +60,17 @@ def _file_size(path: str) -> int:
         raise ModelError(f"{path}: cannot be read ({e.strerror})") from None
 
 
-RANK = {fit.Status.FITS: 2, fit.Status.SPLIT: 2, fit.Status.EXPERTS: 1, fit.Status.PARTIAL: 1, fit.Status.CPU: 1,
+# all of it on GPUs, then part of it, then all of it in system memory (a CPU build), then nowhere
+RANK = {fit.Status.FITS: 3, fit.Status.SPLIT: 3, fit.Status.EXPERTS: 2, fit.Status.PARTIAL: 2, fit.Status.CPU: 1,
         fit.Status.NO: 0}
 
 
 def fits_more(a: fit.Plan, b: fit.Plan) -> bool:
-    """Whether plan ``a`` fits more of the model than ``b``: all of it on GPUs against part of it (or none),
-    then the larger context, then less read from system memory per token."""
+    """Whether plan ``a`` fits more of the model than ``b``: all of it on GPUs, then part of it, then all
+    of it in system memory; then the larger context (a few layers more on a GPU is not said: which of
+    two partial plans is faster is a matter of the backends' speeds, not of memory)."""
     def key(p):
-        return RANK[p.status], p.ctx if p.fits else 0, -(p.layout.cpu_read or 0)
+        return RANK[p.status], p.ctx if p.fits else 0
     return key(a) > key(b)
 
 
