@@ -4,6 +4,7 @@ typed plan (selector/models/fit.py Plan), made here and nowhere else."""
 from __future__ import annotations
 
 import shlex
+import textwrap
 
 from selector.models.fit import Context, Layout, Memory, Plan, Status, Suggestion
 from selector.models.planner import size
@@ -206,7 +207,7 @@ def speed_lines(p: Plan, speed: dict | None, missing: str | None) -> list[str]:
 def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, measured: dict | None = None) -> None:
     """`plan`'s text: ``out`` is its JSON (docs/json.md 'plan'), ``p`` the typed plan (None for a model
     sized by its file: whisper.cpp, sd.cpp)."""
-    say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
+    say = _sayer(con)
     say(title, style="bold")
     if out.get("described"):
         say(out["described"], style="yellow")
@@ -236,7 +237,21 @@ def print_plan(con, out: dict, p: Plan | None, title: str, recipe: str, measured
         say(line, style="dim")
     if out["command"] is None:
         return
-    _run_lines(say, out, recipe)
+    _run_lines(lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k), out, recipe)
+
+
+def _sayer(con):
+    """Print a line; on a terminal narrower than it, wrapped at words with the continuation indented
+    under its own line (the launch line is printed whole, to be copied)."""
+    width = con.width if con.is_terminal else None
+
+    def say(text: str, **k) -> None:
+        if width and len(text) > width:
+            lead = len(text) - len(text.lstrip(" "))
+            text = textwrap.fill(text, width, subsequent_indent=" " * (lead + 2), break_long_words=False,
+                                 break_on_hyphens=False)
+        con.print(text, markup=False, highlight=False, soft_wrap=True, **k)
+    return say
 
 
 def _run_lines(say, out: dict, recipe: str) -> None:
@@ -299,12 +314,12 @@ def _cells(row, gguf: bool) -> tuple[str, ...]:
 
 def print_models(con, rows: list, recipe: str, gguf: bool) -> None:
     """The table of `models`, its notes and its legend."""
-    say = lambda text, **k: con.print(text, markup=False, highlight=False, soft_wrap=True, **k)  # noqa: E731
+    say = _sayer(con)
     lines = [("model", "size", "fits", "context", "speed, context full", "labels")] + [_cells(r, gguf) for r in rows]
     widths = [max(len(x[i]) for x in lines) for i in range(5)]
-    for i, line in enumerate(lines):
-        say(("  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[5]).rstrip(),
-            style="bold" if i == 0 else None)
+    for i, line in enumerate(lines):  # a table's rows are not wrapped: their columns would not line up
+        con.print(("  ".join(x.ljust(w) for x, w in zip(line, widths)) + "  " + line[5]).rstrip(),
+                  style="bold" if i == 0 else None, markup=False, highlight=False, soft_wrap=True)
     for r in rows:
         if r.refused:
             say(f"{r.name}: {r.refused}", style="yellow")

@@ -319,3 +319,15 @@ def test_a_cpu_build_is_not_better_than_part_on_the_gpu(cli, models, tmp_path):
     r = cli("plan", "llamacpp", "--model", models["qwen3-30b-a3b"], "--root", machine("linux-ubuntu24.04-rtx4090"),
             "--parallel", "2", "--ctx-size", "40960", "--cache-dir", str(tmp_path), "--json")
     assert r.rc == 0 and r.json()["fit"]["status"] == "experts" and r.json()["better_backend"] is None
+
+
+def test_a_narrow_terminal_wraps_the_plan_under_its_own_lines(models, tmp_path):
+    from conftest import run_tty
+
+    r = run_tty("plan", "llamacpp", "--model", models["qwen3-30b-a3b"], "--root", machine("linux-debian12-gtx1080"),
+                "--ctx-size", "16384", "--cache-dir", str(tmp_path), columns=60)
+    lines = r.out.splitlines()
+    head = lines[:lines.index("run:")] if "run:" in lines else lines
+    assert all(len(x) <= 60 for x in head), [x for x in head if len(x) > 60]
+    i = next(i for i, x in enumerate(head) if x.startswith("  rather than"))
+    assert head[i + 1].startswith("    ")  # its continuation, under it
