@@ -331,3 +331,11 @@ def test_a_narrow_terminal_wraps_the_plan_under_its_own_lines(models, tmp_path):
     assert all(len(x) <= 60 for x in head), [x for x in head if len(x) > 60]
     i = next(i for i, x in enumerate(head) if x.startswith("  rather than"))
     assert head[i + 1].startswith("    ")  # its continuation, under it
+
+
+@pytest.mark.parametrize("gpus,each", [(["RTX 4090"], False), (["RTX 4090", "RTX 4090"], True)])
+def test_described_memory_is_each_only_for_several_gpus(cli, gpus, each):
+    r = cli("llamacpp", *[x for g in gpus for x in ("--gpu", g)], "--vram", "8G")
+    assert r.rc == 0, r.err
+    said = r.out + r.err
+    assert "8.0 GiB of VRAM" in said and ("8.0 GiB of VRAM each" in said) == each
