@@ -148,7 +148,8 @@ def memory_lines(p: Plan) -> list[str]:
                    + (f" ({d.memory})" if d.memory and p.fits else "") + (" (all on the GPU)" if alone else ""))
     if p.host is not None:
         text = " + ".join(f"{size(b)} {w}" for b, w in _host_terms(p) if b)
-        budget = f" of {size(p.host_budget)} usable" if p.host_budget is not None else ""
+        # a GPU whose memory is system memory has that memory's budget: not counted twice
+        budget = f" of {size(p.host_budget)} usable" if p.host_budget is not None and not p.shared else ""
         prefix = "  or in system memory alone: " if alone else "  system memory: "
         out.append(f"{prefix}{text} = {size(p.host.total)}{budget}")
     return out
