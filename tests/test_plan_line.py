@@ -271,7 +271,9 @@ def test_read_headers_offline_says_how_many_on_stderr(cli, tmp_path):
     r = cli("models", "llamacpp", "--root", machine("linux-ubuntu24.04-rtx4090"), "--read-headers",
             "--cache-dir", str(tmp_path), env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path)})
     assert r.rc == 0, r.err
-    assert "0 GGUF headers read now" in r.err and "not read" in r.err
+    assert "0 GGUF headers read now" in r.err and "not tried after the first 3 failed" in r.err
+    said = [x for x in r.err.splitlines() if x.startswith("pick-backend: ") and "GGUF headers" not in x]
+    assert len(said) == 3 and all("the connection was refused" in x for x in said), said  # one cause, one wording
     lines = r.out.splitlines()
     table_names = {x.split()[0] for x in lines[2:] if x.strip()}
     assert not any(":" in x.split()[0] for x in lines[2:] if x.strip()), "an error line in the table's output"

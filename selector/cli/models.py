@@ -129,7 +129,9 @@ def _say_unread(got) -> None:
     """--read-headers: how many headers were read, and each cause of those that were not, once."""
     bad = got.unread
     sys.stderr.write(f"pick-backend: {got.read_now} GGUF headers read now, {got.cached} from the cache"
-                     + (f", {len(bad)} not read" if bad else "") + "\n")
+                     + (f", {len(bad)} not read" if bad else "")
+                     + (f", {got.not_tried} not tried after the first {len(bad)} failed" if got.not_tried else "")
+                     + "\n")
     for r in bad:
         sys.stderr.write(f"pick-backend: {r.name}: {r.unread}\n")
 

@@ -98,7 +98,10 @@ class _Http(_Stream):
             return self.session.get(self.url, headers={**self.headers, **extra}, stream=True,
                                     timeout=self.limits.timeout)
         except (requests.ConnectionError, requests.Timeout) as e:
-            raise ModelError(f"{self.url}: cannot reach the server ({e.__class__.__name__})") from None
+            from selector.install.download import unreachable
+
+            # in the words a download uses for the same cause (the file list of a repo, a release)
+            raise ModelError(f"cannot reach {self.url}: {unreachable(e) or e.__class__.__name__}") from None
         except requests.RequestException as e:
             raise ModelError(f"{self.url}: {e.__class__.__name__}: {e}") from None
 

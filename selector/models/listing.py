@@ -16,6 +16,7 @@ from selector.models.facts import fit_table, guess
 from selector.models.gguf_header import ModelError
 
 HEADER, GUESS = "header", "file size"
+GIVE_UP = 3  # headers that failed, with none read, before --read-headers stops trying the rest
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Listing:
     rows: list[Row]
     read_now: int
     cached: int
+    not_tried: int = 0  # headers left unread after the first reads all failed (offline: no use trying more)
 
     @property
     def unread(self) -> list[Row]:
@@ -60,21 +62,23 @@ def rows(profile, d, v, cache: str, ctx: int | None, parallel: int, read_headers
          session=None) -> Listing:
     """Lemonade's models of ``d.recipe``, each planned on the pick ``d`` as `plan` plans it."""
     devs = planner.targets(profile, d, v)
-    out, now, cached = [], 0, 0
+    out, now, cached, failed, skipped = [], 0, 0, 0, 0
     for name, entry in source.catalog()["models"].items():
         if entry["recipe"] != d.recipe:
             continue
         facts = why = None
         if gguf_recipe(d.recipe):
+            give_up = read_headers and failed >= GIVE_UP and not now
             try:
-                facts, fresh = _facts(cache, name, entry, read_headers, session)
+                facts, fresh = _facts(cache, name, entry, read_headers and not give_up, session)
                 now, cached = now + fresh, cached + (facts is not None and not fresh)
+                skipped += give_up and facts is None
             except ModelError as e:
-                why = str(e)
+                why, failed = str(e), failed + 1
         row = _row(profile, d, v, devs, name, entry, facts, ctx, parallel, cpu_bw)
         out.append(replace(row, unread=why) if why else row)
     out.sort(key=lambda r: (-r.size_bytes, r.name))
-    return Listing(out, now, cached)
+    return Listing(out, now, cached, skipped)
 
 
 def _facts(cache, name, entry, read_headers, session) -> tuple[dict | None, bool]:
