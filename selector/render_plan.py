@@ -367,3 +367,31 @@ def plan_json(spec: str, d, model, planned, exe: str | None, binary: str | None,
         "better_backend": {"backend": better[0], "status": better[1].status.value, "ctx": better[1].ctx,
                            "says": headline(better[1])} if better else None,
     }
+
+
+def plan_warnings(p: Plan, env) -> list[str]:
+    """What the plan's line does not say: LLAMA_ARG_* variables in ``env`` (this machine's environment;
+    None for a replayed one), and Vulkan shares the line cannot tie to its devices."""
+    return (_engine_env_warnings(env) if env is not None else []) + _split_order_warning(p)
+
+
+def _split_order_warning(p: Plan) -> list[str]:
+    """Unequal --tensor-split shares over Vulkan GPUs the line cannot name: Vulkan numbers its devices in
+    its own order, so the shares may land on other cards than the plan's."""
+    shares = p.tensor_split
+    if p.runtime != "vulkan" or len(set(shares)) < 2 or all(x.id for x in p.devices):
+        return []
+    return ["--tensor-split gives its shares in Vulkan's device order, which this plan does not know: the shares "
+            "are for the GPUs in the order listed here; `pick-backend verify llamacpp` reads the build's order, and "
+            "the plan then names each device (--device)"]
+
+
+def _engine_env_warnings(env) -> list[str]:
+    """llama-server reads LLAMA_ARG_<OPTION> from its environment: set in this shell, they change what the
+    printed line allocates when it is run from here (``--exec`` drops them)."""
+    names = sorted(k for k in env if k.startswith("LLAMA_ARG_"))
+    if not names:
+        return []
+    return [f"{', '.join(f'{k}={env[k]}' for k in names)} in this environment set llama-server options the plan "
+            "does not count (llama-server reads LLAMA_ARG_* variables); --exec drops them, a line run from this "
+            "shell does not"]

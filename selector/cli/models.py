@@ -209,7 +209,7 @@ def plan_cmd(ctx, recipe, model_spec, backend, ctx_size, cache_type_k, cache_typ
         model_spec, d, model, planned, exe, binary, version is not None,
         planner.lemonade_line(rec, d, p, model) if model.name and header else None,
         planner.lemonade_note(p) if model.name and header else None,
-        (_engine_env_warnings(os.environ) if not (o.root or o.profile_path) else []) + _split_order_warning(p),
+        render_plan.plan_warnings(p, None if o.root or o.profile_path else os.environ),
         next((w.message for w in profile.warnings if w.probe == "described"), None), better)
     if measured:
         out["fit"]["measured"] = {k: measured.get(k) for k in ("date", "build", "way")}
@@ -286,28 +286,6 @@ def _exec(d, model, exe, binary, p, out: dict, extra) -> None:
     env = {**{k: val for k, val in os.environ.items() if not k.startswith("LLAMA_ARG_")}, **out["env"]}
     sys.stdout.flush()
     os.execve(exe, [exe, *out["args"], *extra], env)
-
-
-def _split_order_warning(p) -> list[str]:
-    """Unequal --tensor-split shares over Vulkan GPUs the line cannot name: Vulkan numbers its devices in
-    its own order, so the shares may land on other cards than the plan's."""
-    shares = p.tensor_split
-    if p.runtime != "vulkan" or len(set(shares)) < 2 or all(x.id for x in p.devices):
-        return []
-    return ["--tensor-split gives its shares in Vulkan's device order, which this plan does not know: the shares "
-            "are for the GPUs in the order listed here; `pick-backend verify llamacpp` reads the build's order, and "
-            "the plan then names each device (--device)"]
-
-
-def _engine_env_warnings(env) -> list[str]:
-    """llama-server reads LLAMA_ARG_<OPTION> from its environment: set in this shell, they change what the
-    printed line allocates when it is run from here (``--exec`` drops them)."""
-    names = sorted(k for k in env if k.startswith("LLAMA_ARG_"))
-    if not names:
-        return []
-    return [f"{', '.join(f'{k}={env[k]}' for k in names)} in this environment set llama-server options the plan "
-            "does not count (llama-server reads LLAMA_ARG_* variables); --exec drops them, a line run from this "
-            "shell does not"]
 
 
 def _check_parallel(n: int) -> None:
