@@ -62,12 +62,50 @@ def from_headers(where: str, headers: list[dict]) -> dict:
     def k(name, default=None):
         return kv.get(f"{arch}.{name}", default)
 
-    n_layer = k("block_count")
-    if not isinstance(n_layer, int) or isinstance(n_layer, bool) or not 0 < n_layer < 10000:
-        raise FactsError(f"{where}: {arch}.block_count is {n_layer!r}; the layer count is needed")
     tensors = {}
     for h in headers:
         tensors.update(h["tensors"])
+    n_layer = _layer_count(where, arch, k, tensors)
+    att = _attention(where, arch, k, n_layer)
+    sizes = _sizes(tensors, n_layer)
+    out = _vocab_and_output(kv, k, tensors, sizes["other"], att["n_embd"])
+    n_expert = k("expert_count", 0) if _count(k("expert_count", 0)) else 0
+    n_expert_used = k("expert_used_count", 0) if _count(k("expert_used_count", 0)) else 0
+    ft = kv.get("general.file_type")
+    return {
+        "version": VERSION,
+        "source": where,
+        "arch": arch,
+        "name": kv.get("general.name") if isinstance(kv.get("general.name"), str) else None,
+        "file_type": _file_type(ft),
+        "params": sizes["params"],
+        "size_bytes": sum(h.get("size") or 0 for h in headers) or None,
+        "weights_bytes": sum(t["bytes"] for t in tensors.values()),
+        "splits": len(headers),
+        "n_layer": n_layer,
+        **att,
+        "n_vocab": out["n_vocab"],
+        "n_expert": n_expert,
+        "n_expert_used": n_expert_used,
+        "n_ff": [_ffn_width(tensors, il, n_expert_used, k("feed_forward_length", 0)) for il in range(n_layer)],
+        "kv_lora_rank": k("attention.kv_lora_rank"),
+        "recurrent": arch in fit_table()["recurrent"]["archs"],
+        "layer_bytes": sizes["layer_bytes"],
+        "expert_bytes": sizes["expert_bytes"],
+        "input_bytes": out["input_bytes"],
+        "output_bytes": out["output_bytes"],
+        "lookup_bytes": out["lookup_bytes"],
+        "tied_embeddings": out["tied"],
+        "matmul": sizes["matmul"],
+        "output_matmul": out["output_matmul"],
+    }
+
+
+def _layer_count(where: str, arch: str, k, tensors: dict) -> int:
+    """The layer count, held to the layers the tensors are of."""
+    n_layer = k("block_count")
+    if not isinstance(n_layer, int) or isinstance(n_layer, bool) or not 0 < n_layer < 10000:
+        raise FactsError(f"{where}: {arch}.block_count is {n_layer!r}; the layer count is needed")
     if not tensors:
         raise FactsError(f"{where}: the header lists no tensors; not a model file")
     blocks = {int(m[1]) for n in tensors if (m := _LAYER.match(n))}
@@ -76,6 +114,12 @@ def from_headers(where: str, headers: list[dict]) -> dict:
                          f"{len(blocks)} layers (blk.0 to blk.{max(blocks)})")
     if not blocks:
         raise FactsError(f"{where}: no layer tensors (blk.N.*); not a model llama.cpp can offload")
+    return n_layer
+
+
+def _attention(where: str, arch: str, k, n_layer: int) -> dict:
+    """Widths, heads per layer, key and value sizes, the sliding window and which layers use it, and
+    the trained context."""
     n_embd = _positive(k("embedding_length"), f"{arch}.embedding_length", where, 0)
     heads = _per_layer(k("attention.head_count", 0), n_layer, f"{arch}.attention.head_count", where)
     heads_kv = _per_layer(k("attention.head_count_kv", max(heads) if heads else 0), n_layer,
@@ -100,6 +144,13 @@ def from_headers(where: str, headers: list[dict]) -> dict:
         n = pattern if isinstance(pattern, int) and pattern > 0 else fit_table()["swa_pattern"].get(arch)
         if n:
             swa = [il % n < n - 1 for il in range(n_layer)]
+    return {"n_embd": n_embd, "n_ctx_train": ctx_train, "n_head": heads, "n_head_kv": heads_kv,
+            "head_k": head_k, "head_v": head_v, "n_swa": n_swa, "swa": swa}
+
+
+def _sizes(tensors: dict, n_layer: int) -> dict:
+    """Parameters, each layer's bytes (and its experts'), the matrices each layer multiplies by type,
+    and the tensors outside the layers."""
     layer_bytes, expert_bytes = [0] * n_layer, [0] * n_layer
     matmul: list[dict] = [{} for _ in range(n_layer)]
     other: dict[str, int] = {}
@@ -114,10 +165,15 @@ def from_headers(where: str, headers: list[dict]) -> dict:
             _add_matmul(matmul[int(m[1])], t)
         else:
             other[name] = t["bytes"]
+    return {"params": params, "layer_bytes": layer_bytes, "expert_bytes": expert_bytes, "matmul": matmul,
+            "other": other}
+
+
+def _vocab_and_output(kv: dict, k, tensors: dict, other: dict, n_embd: int) -> dict:
+    """The vocabulary, the input embeddings, the output layer (token_embd again where it is tied) and
+    the matrices it multiplies."""
     embd = tensors.get("token_embd.weight")
-    n_vocab = embd_vocab = None
-    if embd is not None and n_embd:
-        embd_vocab = embd["elements"] // n_embd
+    embd_vocab = embd["elements"] // n_embd if embd is not None and n_embd else None
     tokens = kv.get("tokenizer.ggml.tokens")
     n_vocab = (tokens["length"] if isinstance(tokens, dict) else len(tokens) if isinstance(tokens, list) else None) \
         or k("vocab_size") or embd_vocab or 0
@@ -133,43 +189,8 @@ def from_headers(where: str, headers: list[dict]) -> dict:
     output_matmul: dict = {}
     if out_t is not None:
         _add_matmul(output_matmul, out_t)
-    n_expert = k("expert_count", 0) if _count(k("expert_count", 0)) else 0
-    n_expert_used = k("expert_used_count", 0) if _count(k("expert_used_count", 0)) else 0
-    ft = kv.get("general.file_type")
-    return {
-        "version": VERSION,
-        "source": where,
-        "arch": arch,
-        "name": kv.get("general.name") if isinstance(kv.get("general.name"), str) else None,
-        "file_type": _file_type(ft),
-        "params": params,
-        "size_bytes": sum(h.get("size") or 0 for h in headers) or None,
-        "weights_bytes": sum(t["bytes"] for t in tensors.values()),
-        "splits": len(headers),
-        "n_layer": n_layer,
-        "n_embd": n_embd,
-        "n_vocab": n_vocab,
-        "n_ctx_train": ctx_train,
-        "n_head": heads,
-        "n_head_kv": heads_kv,
-        "head_k": head_k,
-        "head_v": head_v,
-        "n_swa": n_swa,
-        "swa": swa,
-        "n_expert": n_expert,
-        "n_expert_used": n_expert_used,
-        "n_ff": [_ffn_width(tensors, il, n_expert_used, k("feed_forward_length", 0)) for il in range(n_layer)],
-        "kv_lora_rank": k("attention.kv_lora_rank"),
-        "recurrent": arch in fit_table()["recurrent"]["archs"],
-        "layer_bytes": layer_bytes,
-        "expert_bytes": expert_bytes,
-        "input_bytes": input_bytes,
-        "output_bytes": output_bytes,
-        "lookup_bytes": lookup_bytes,
-        "tied_embeddings": tied,
-        "matmul": matmul,
-        "output_matmul": output_matmul,
-    }
+    return {"n_vocab": n_vocab, "input_bytes": input_bytes, "lookup_bytes": lookup_bytes,
+            "output_bytes": output_bytes, "tied": tied, "output_matmul": output_matmul}
 
 
 def _add_matmul(into: dict, t: dict) -> None:
