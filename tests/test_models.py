@@ -288,6 +288,16 @@ def test_a_checkpoint_with_a_quant_resolves_through_the_repo_listing(models):
     assert m.files == [f"{s.url}/org/Qwen3-4B-GGUF/resolve/main/Qwen3-4B-Q4_K_M.gguf"]
 
 
+def test_a_repo_the_hub_does_not_have_names_the_hub_s_variable():
+    """A 404 from the model hub points at HF_ENDPOINT (the mirror it asked), not at the GitHub API's."""
+    s = Server({})
+    try:
+        with pytest.raises(gguf_header.ModelError, match=r"not found \(HTTP 404.*\(HF_ENDPOINT\)"):
+            source.resolve("org/Nothing-GGUF:Q4_K_M", env={"HF_ENDPOINT": s.url})
+    finally:
+        s.close()
+
+
 def test_a_quant_the_repo_lacks_is_named():
     with pytest.raises(gguf_header.ModelError, match="no GGUF matching 'Q8_0'"):
         source._pick_variant(["a-Q4_K_M.gguf", "mmproj-Q8_0.gguf"], "Q8_0", "org/a:Q8_0")

@@ -177,10 +177,10 @@ def _wait(limits: Limits, delay: float, why: str, progress=None, what="") -> Non
 
 
 def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Limits | None = None,
-             headers_for=None, token_set: bool = False, progress=None):
+             headers_for=None, token_set: bool = False, progress=None, mirror_env: str = "PICK_BACKEND_GITHUB_API"):
     """GET a JSON document with the same retry rules as downloads.  Redirects are followed here,
     not by requests, so that ``headers_for(url)`` decides per hop what is sent (the token goes to
-    the API's own origin only)."""
+    the API's own origin only).  ``mirror_env``: the variable that names the server, for a 404's words."""
     limits = limits or Limits()
     headers_for = headers_for or (lambda u: {})
     last = ""
@@ -230,7 +230,7 @@ def get_json(session, url: str, what: str, attempts: int = ATTEMPTS, limits: Lim
             continue
         if r.status_code == 404:
             raise DownloadError(f"{what} not found (HTTP 404 from {hop}); check the version pin or the mirror "
-                                "(PICK_BACKEND_GITHUB_API)")
+                                f"({mirror_env})")
         if r.status_code >= 400:
             hint = " (set GITHUB_TOKEN to raise the API rate limit)" if r.status_code == 403 and not token_set else ""
             raise DownloadError(f"HTTP {r.status_code} from {hop}{hint}")

@@ -162,9 +162,9 @@ def _repo_ggufs(repo: str, session, limits, env) -> list[str]:
     api = f"{endpoint(env)}/api/models/{repo}/tree/main?recursive=true"
     try:
         listing = get_json(session, api, f"the file list of {repo}", limits=limits or Limits.from_env(deadline=120.0),
-                           headers_for=lambda u: hf_headers(u, env))
+                           headers_for=lambda u: hf_headers(u, env), mirror_env="HF_ENDPOINT")
     except DownloadError as e:
-        raise ModelError(str(e).replace("(PICK_BACKEND_GITHUB_API)", "(HF_ENDPOINT)")) from None
+        raise ModelError(str(e)) from None
     if not isinstance(listing, list):
         raise ModelError(f"{api}: not a file list")
     return [e["path"] for e in listing if isinstance(e, dict) and isinstance(e.get("path"), str)
