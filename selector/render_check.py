@@ -27,7 +27,7 @@ def _mib(n) -> str:
     return "-" if n is None else f"{n / MiB:.2f}"
 
 
-def check_json(verdicts, asked) -> dict:
+def check_json(verdicts) -> dict:
     last = verdicts[-1]
     return {
         "outcome": last.outcome.value,

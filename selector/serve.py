@@ -64,7 +64,7 @@ def ask_fit_params(exe: str, args: list[str], env: dict, timeout: float) -> Aske
 
 def _failure(r: dict) -> tuple[str, str | None] | None:
     if r["start_error"]:
-        return (NOT_FOUND if "not found" in r["start_error"] else NOT_EXECUTABLE), r["start_error"]
+        return (NOT_FOUND if r["missing"] else NOT_EXECUTABLE), r["start_error"]
     if r["timed_out"]:
         return TIMED_OUT, None
     if r["status"]:

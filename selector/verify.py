@@ -334,9 +334,9 @@ def clean_env(base=None, run_env: dict | None = None, lib_dirs=()) -> dict:
 
 def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> dict:
     """Run ``cmd`` with no stdin and a time limit; on timeout the whole process group is killed.
-    {status, stdout, stderr, timed_out, start_error, seconds}."""
+    {status, stdout, stderr, timed_out, start_error, missing, seconds} (``missing``: the executable is not there)."""
     t0 = time.monotonic()
-    out = {"status": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None}
+    out = {"status": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None, "missing": False}
     # its own process group, so that a timeout or Ctrl-C ends whatever the build started (POSIX; the
     # os.name test reads the same on every host this runs tests on)
     kw = {"start_new_session": True} if os.name != "nt" else {}  # pragma: no mutate
@@ -344,7 +344,7 @@ def run(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> di
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=env, cwd=cwd, **kw)
     except FileNotFoundError as e:
-        out["start_error"] = f"{cmd[0]}: not found ({e.strerror})"
+        out["start_error"], out["missing"] = f"{cmd[0]}: not found ({e.strerror})", True
         out["seconds"] = round(time.monotonic() - t0, 3)
         return out
     except OSError as e:  # ENOEXEC (another architecture), EACCES (not executable)

@@ -102,14 +102,14 @@ def run(con, out: dict, planned, exe: str | None, way: str, timeout: float, cach
         con.print(f"\npick-backend: asking {os.path.basename(exe)}'s build what it allocates (at most "
                   f"{timeout:g} s each way)...", style="dim", highlight=False)
     projected = check.as_projected(p, planned.facts)
-    verdicts, _asked = serve.check(lambda names, w: check.plan_buffers(projected if w == "fit-params" else p, names, w),
+    verdicts, _ = serve.check(lambda names, w: check.plan_buffers(projected if w == "fit-params" else p, names, w),
                                    exe, out["args"], env, way=way,
                                    timeout=timeout, held_by=nvml.process_memory if p.runtime == "cuda" else None,
                                    reserves={i: fit.reserve(p.runtime) for i in range(len(p.devices))})
     last = verdicts[-1]
     kept = _keep(cache, record_key(profile, exe, model, p), last)
     if as_json:
-        out["check"] = {**render_check.check_json(verdicts, _asked), "kept": kept is True}
+        out["check"] = {**render_check.check_json(verdicts), "kept": kept is True}
         if isinstance(kept, str):
             out["warnings"].append(kept)
     else:
