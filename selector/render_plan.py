@@ -167,11 +167,25 @@ def alternative_line(p: Plan, speed: dict | None, alt_tokens_per_s: float | None
         d, x, y = mine[-1]["depth"], mine[-1], alt_depths[-1]
         rate = lambda r: f"~{r['tokens_per_s']:.0f}" if r["tokens_per_s"] else f"at most ~{r['bound']:.0f}"  # noqa: E731
         return (f"  rather than {words}: at depth {d} (the planned context, full) it would generate {rate(y)} tokens/s "
-                f"against {rate(x)} ({y['basis']}); at an empty context {rate(alt_depths[0])} against {rate(mine[0])}")
+                f"against {rate(x)} ({y['basis']}); at an empty context {rate(alt_depths[0])} against {rate(mine[0])}"
+                + _copy_words(d, x, y))
     why = (f"at most ~{speed['tokens_per_s']:.0f} tokens/s against ~{alt_tokens_per_s:.0f}"
            if speed and alt_tokens_per_s else "system memory is the slower to read")
     return (f"  rather than {words}, which would read {size(a.cpu_read)} per token from system memory; "
             f"this reads {size(p.layout.cpu_read)} ({why})")
+
+
+def _copy_words(depth: int, mine: dict, other: dict) -> str:
+    """What each layout's prompt batches copy to the GPU at ``depth`` (prompt_copy.py), where both do."""
+    from selector.models import prompt_copy
+
+    a, b = other.get("prompt_copy_bytes"), mine.get("prompt_copy_bytes")
+    if not a or not b:
+        return ""
+    gbps = prompt_copy.table()["gbps"]
+    return (f"; each {prompt_copy.table()['turn']['prompt']}-token prompt batch at depth {depth} would copy "
+            f"{size(a)} from system memory to the GPU against {size(b)} (~{a / (gbps * 1e9):.2f} s against "
+            f"~{b / (gbps * 1e9):.2f} s at {gbps:g} GB/s, the rate llama.cpp copied at in this project's H200 capture)")
 
 
 def suggestion_lines(p: Plan) -> list[str]:

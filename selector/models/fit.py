@@ -528,8 +528,9 @@ def _gpu_plan(facts, gpus, backend, run, asked, train, cpu_budget, bandwidth, of
         layout = Layout(Status.NO, 0, (_need(gpus[0], on_gpu(facts, all_layers, at(c)), budget0),), host0)
         more = [Suggestion("memory", over, Memory.SYSTEM, part=True)] if over else []
         return c, why, layout, None, suggest[:1] + more + suggest[1:]
-    # the faster per token at the planned context's depth (a timer the caller gives: speed.py's model), else by
-    # the bandwidth bound at an empty context; without bandwidths, the one reading less from system memory
+    # the faster turn at the planned context's depth, its prompt's copies to the GPU and its generated tokens
+    # (a timer the caller gives: prompt_copy.turn_seconds over speed.py's model), else by the bandwidth bound
+    # at an empty context; without bandwidths, the one reading less from system memory
     bw = (bandwidth() if callable(bandwidth) else bandwidth) if len(cands) > 1 else None
     timed = [(bw(x, c) if callable(bw) else _seconds(x, bw), x) for x in cands]
     best = min(timed, key=lambda t: (t[0] if t[0] is not None else 0, t[1].cpu_read))[1]

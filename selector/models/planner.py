@@ -12,7 +12,7 @@ import shlex
 from functools import lru_cache
 
 from probes import memory
-from selector.models import fit
+from selector.models import fit, prompt_copy
 
 GIB = 1 << 30
 def runtime_of(decision, verdict) -> str:
@@ -281,8 +281,10 @@ def depth_speeds(profile, p: fit.Plan, facts: dict, used: list[dict], cpu_bw, la
             what += [f"{size(x.kv)} of it KV cache"] if x.kv else []
             return f"{size(x.read)} at {x.gbps:g} GB/s" + (f" ({', '.join(what)})" if what else "")
         basis = " + ".join(said(x) for x in parts if x.read) + (f" per token at depth {depth}" if depth else " per token")
-        out.append({"depth": depth, "tokens_per_s": round(1 / t, 1) if t else None,
-                    "bound": round(1 / speed.bound_seconds(parts), 1), "basis": basis})
+        row = {"depth": depth, "tokens_per_s": round(1 / t, 1) if t else None,
+               "bound": round(1 / speed.bound_seconds(parts), 1), "basis": basis}
+        copy = prompt_copy.prompt_copy(facts, lay, depth, p.run)
+        out.append({**row, "prompt_copy_bytes": copy.bytes} if copy else row)
     return out
 
 
@@ -331,8 +333,8 @@ def _fit_for(os_name: str, runtime: str, family: str | None, vendor: str, memory
 
 def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[dict], cpu_bw, run: fit.Run,
                 depth: int) -> float | None:
-    """Seconds per generated token of a layout at ``depth``: the fitted model's where there is one, else
-    the bound's."""
+    """Seconds of a turn of a layout at ``depth`` (prompt_copy.turn_seconds): its generated tokens at the
+    fitted model's speed where there is one, else the bound's, and its prompt's copies to the GPU."""
     from selector.models import speed
 
     used = _used(lay, devs)
@@ -341,7 +343,8 @@ def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[
     if parts is None:
         return None
     fitted = _speed_fit(profile, runtime, used, bool(facts.get("n_expert")))[0]
-    return speed.model_seconds(parts, fitted) or speed.bound_seconds(parts)
+    gen = speed.model_seconds(parts, fitted) or speed.bound_seconds(parts)
+    return prompt_copy.turn_seconds(gen, prompt_copy.prompt_copy(facts, lay, depth, run), run)
 
 
 def _used(lay: fit.Layout, devs: list[dict]) -> list[dict]:
