@@ -157,14 +157,21 @@ def test_a_split_over_unequal_cards_reads_each_share_at_its_own_bandwidth(cli, d
 
 
 def test_a_plan_without_a_bandwidth_it_needs_says_why_it_has_no_speed(cli, moe, tmp_path):
-    """The experts of most layers in system memory of a described machine whose CPU (a cloud VM's EPYC,
-    channels unknown) is in no platform table: no estimate, and the plan says which bandwidth is missing."""
+    """The experts of most layers in system memory of a replayed machine whose CPU names no platform (a
+    cloud VM's "Intel(R) Xeon(R) Processor", this repository's H200 capture): no estimate, and the plan says
+    which bandwidth is missing."""
     args = ("plan", "llamacpp", "--model", moe, "--gpu", "RX 7600", "--ram", "64G", "--ctx-size", "4096",
-            "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path))
+            "--root", machine("linux-ubuntu24.04-h200-device-capture"), "--cache-dir", str(tmp_path))
     p = cli(*args, "--json").json()
     assert p["fit"]["status"] == "experts" and p["speed_estimate"] is None
-    assert "system memory bandwidth of AMD EPYC-Milan Processor" in p["speed_missing"]
-    assert "speed: no estimate (the system memory bandwidth of AMD EPYC-Milan Processor" in cli(*args).out
+    assert "system memory bandwidth of Intel(R) Xeon(R) Processor" in p["speed_missing"]
+    assert "speed: no estimate (the system memory bandwidth of Intel(R) Xeon(R) Processor" in cli(*args).out
+    # a VM's CPU that names its family (QEMU's "AMD EPYC-Milan Processor"): the family's platform, 8 channels of
+    # DDR4-3200 (AMD's EPYC 7003 pages), said to be the family's and not this model's
+    milan = cli(*args[:-4], "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path),
+                "--json").json()
+    assert milan["speed_missing"] is None and "8 channels of DDR4-3200 (EPYC 7003, Milan)" in milan["speed_estimate"]["basis"]
+    assert "204.8 GB/s" in milan["speed_estimate"]["basis"] and "platform family's peak" in milan["speed_estimate"]["basis"]
     # where it has what it needs, nothing is missing
     fits = cli("plan", "llamacpp", "--model", moe, "--gpu", "RX 7900 XTX", "--gpu", "RX 7900 XTX", "--ctx-size", "4096",
                "--root", machine("linux-debian12-x86_64-cpu-only"), "--cache-dir", str(tmp_path), "--json").json()

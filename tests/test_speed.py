@@ -165,3 +165,33 @@ def test_models_and_plan_agree_on_the_placement_at_depth(tmp_path):
     p = plan.json()
     assert row["status"] == p["fit"]["status"] == "experts"
     assert row["depths"] == p["speed_estimate"]["depths"]
+
+
+@pytest.mark.parametrize("brand, gbps, words", [
+    ("AMD EPYC 7543 32-Core Processor", 204.8, "8 channels of DDR4-3200 (EPYC 7003, Milan)"),
+    ("AMD EPYC-Milan Processor", 204.8, "8 channels of DDR4-3200 (EPYC 7003, Milan)"),
+    ("AMD EPYC 7302P 16-Core Processor", 204.8, "8 channels of DDR4-3200 (EPYC 7002, Rome)"),
+    ("AMD EPYC 9354 32-Core Processor", 460.8, "12 channels of DDR5-4800 (EPYC 9004, Genoa)"),
+    ("Intel(R) Xeon(R) Gold 6430", 307.2, "8 channels of DDR5-4800 (4th Gen Xeon Scalable, Sapphire Rapids)"),
+    ("AMD Ryzen 5 7600 6-Core Processor", 83.2, "2 channels of DDR5-5200 (AM5, Ryzen 7000)"),
+    ("AMD Ryzen 7 5700X3D 8-Core Processor", 51.2, "2 channels of DDR4-3200 (AM4, Ryzen 5000)"),
+    ("13th Gen Intel(R) Core(TM) i7-13700K", 89.6, "2 channels of DDR5-5600 (13th and 14th Gen Core desktop"),
+    ("AMD EPYC 7763 64-Core Processor", 204.8, "8 channels of DDR4-3200 (Milan)"),  # its own row first
+])
+def test_a_replayed_cpu_the_table_lacks_gets_its_platform_family_s_peak(brand, gbps, words):
+    """Issue 40: a replayed CPU whose model the table lacks is given its family's platform (channels times the
+    fastest memory the vendor lists for the family), said to be the family's; a model the table has keeps
+    its row."""
+    from types import SimpleNamespace
+
+    got = speed.cpu_platform_bandwidth(SimpleNamespace(cpu=SimpleNamespace(brand=brand)))
+    assert got[0] == gbps and words in got[1] and got[1].endswith("not measured")
+    assert ("platform family's peak" in got[1]) == ("EPYC 7763" not in brand)
+
+
+@pytest.mark.parametrize("brand", ["Intel(R) Xeon(R) Processor", "",
+                                   "Intel(R) Core(TM) Ultra 7 155H", "Apple M2"])
+def test_a_cpu_that_names_no_family_gets_no_platform_peak(brand):
+    from types import SimpleNamespace
+
+    assert speed.cpu_platform_bandwidth(SimpleNamespace(cpu=SimpleNamespace(brand=brand))) is None

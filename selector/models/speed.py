@@ -40,11 +40,15 @@ def cpu_bandwidth(profile) -> tuple[float, str] | None:
 
 
 def cpu_platform_bandwidth(profile) -> tuple[float, str] | None:
-    """(GB/s, words) of the CPU platform's peak memory bandwidth (catalogs/bandwidth.json "cpu"): for a
-    machine that is replayed or described, where nothing can be measured; an upper bound."""
-    brand = (profile.cpu.brand or "").lower()
+    """(GB/s, words) of the CPU platform's peak memory bandwidth (catalogs/bandwidth.json "cpu", else the
+    family's, "cpu_families"): for a machine that is replayed, where nothing can be measured; an upper
+    bound."""
+    brand = profile.cpu.brand or ""
     for row in table().get("cpu", []):
-        if row["match"].lower() in brand:
+        if row["match"].lower() in brand.lower():
+            return float(row["gbps"]), f"{row['note']}; not measured"
+    for row in table().get("cpu_families", []):  # a model the table lacks: its family's platform
+        if re.search(row["pattern"], brand, re.I):
             return float(row["gbps"]), f"{row['note']}; not measured"
     return None
 
