@@ -143,3 +143,20 @@ def test_the_plan_says_what_each_layout_s_prompt_batches_copy_at_the_planned_dep
                    "--ctx-size", "100000", "--backend", "cuda").out
     assert (f"each 512-token prompt batch at depth 100000 would copy {planner.size(other[1]['prompt_copy_bytes'])} "
             f"from system memory to the GPU against {planner.size(mine[1]['prompt_copy_bytes'])}") in text
+
+
+@pytest.mark.parametrize("ubatch", [512, 2048])
+@pytest.mark.parametrize("depth", [0, 16384])
+@pytest.mark.parametrize("ngl", [16, 24])
+def test_the_copies_follow_the_micro_batch_they_were_not_fitted_to(tmp_path, ngl, depth, ubatch):
+    """A second H200 run (tests/data/device/h200-cuda-b11312-prompt): a prompt of 2048 tokens in micro-batches
+    of 512 and of 2048 (a quarter as many copies), at depths 0 and 16384.  The time beyond the whole model on
+    the GPU is what the table's rate, fitted to micro-batches of 512 in the first run, says within 25%."""
+    facts, _head = _facts(tmp_path, "llama3-8b-q4_0")
+    path = os.path.join(ROOT, "tests", "data", "device", "h200-cuda-b11312-prompt", "bench-ngl-ub.json")
+    text = open(path, encoding="utf-8").read()
+    rows = {(r["n_gpu_layers"], r["n_ubatch"], r["n_depth"]): r["avg_ts"] for r in json.loads(text[:text.rindex("]") + 1])}
+    beyond = 2048 / rows[(ngl, ubatch, depth)] - 2048 / rows[(33, ubatch, depth)]
+    run = fit.Run(ctx=32768, ubatch=ubatch)
+    copy = prompt_copy.prompt_copy(facts, fit.Layout(fit.Status.PARTIAL, ngl), depth, run)
+    assert 2048 // run.tokens * copy.seconds == pytest.approx(beyond, rel=0.25)
