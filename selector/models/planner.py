@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import replace
 from functools import lru_cache
 
 from probes import memory
@@ -344,7 +345,8 @@ def _seconds_at(profile, runtime: str, facts: dict, lay: fit.Layout, devs: list[
         return None
     fitted = _speed_fit(profile, runtime, used, bool(facts.get("n_expert")))[0]
     gen = speed.model_seconds(parts, fitted) or speed.bound_seconds(parts)
-    return prompt_copy.turn_seconds(gen, prompt_copy.prompt_copy(facts, lay, depth, run), run)
+    planned = replace(run, ctx=run.ctx or depth)  # the context the plan settled on, where none was asked
+    return prompt_copy.turn_seconds(gen, prompt_copy.prompt_copy(facts, lay, depth, planned), planned)
 
 
 def _used(lay: fit.Layout, devs: list[dict]) -> list[dict]:

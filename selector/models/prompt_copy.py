@@ -72,5 +72,5 @@ def turn_seconds(gen_s: float, copy: Copy | None, run: fit.Run) -> float:
     (its micro-batches' copies; the GPU's own work on it is the same for the layouts weighed and left out)
     and ``turn.generated`` tokens generated at ``gen_s`` each."""
     turn = table()["turn"]
-    batches = -(-turn["prompt"] // run.tokens)
+    batches = -(-turn["prompt"] // max(run.tokens, 1))
     return turn["generated"] * gen_s + (batches * copy.seconds if copy else 0.0)
