@@ -153,13 +153,13 @@ def test_two_backends_measured_and_the_faster_one_wins(cli, tmp_path, model):
 
 def test_without_results_measured_falls_back_and_says_so(cli, tmp_path):
     # nothing measured here: generation was published for this card (ggml-org/llama.cpp#20934), prompt
-    # processing was not for both builds, so that falls back to accelerator-first
+    # processing too (Orion-zhen/llama-bench-dashboard, b7951: gpt-oss 20B, Vulkan pp512 3594, ROCm 1847)
     d = pick(cli, tmp_path, "--policy", "measured")
     assert d["backend"] == "vulkan"
     assert d["reason"].startswith("no fresh tg measurement of llamacpp") and "published on RX 7900 XTX" in d["reason"]
     d = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")
-    assert d["reason"].startswith("no fresh pp measurement of llamacpp") and "accelerator-first instead" in d["reason"]
-    assert "no published pp comparison of vulkan and rocm" in d["reason"]
+    assert d["backend"] == "vulkan" and d["reason"].startswith("no fresh pp measurement of llamacpp")
+    assert "published on RX 7900 XTX: vulkan pp512 3594 vs rocm 1847" in d["reason"]
 
 
 def test_a_build_upgrade_makes_the_record_stale(cli, tmp_path, model):
@@ -365,8 +365,8 @@ def test_only_noisy_results_pick_nothing_and_say_so(cli, tmp_path, model):
     p = pick(cli, tmp_path, "--policy", "measured")
     assert p["reason"].startswith("the fresh tg measurements of llamacpp on this machine are noisy")
     assert "published on RX 7900 XTX" in p["reason"]  # then what was published for this card
-    p = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")  # nothing published for both: the order
-    assert "accelerator-first instead" in p["reason"]
+    p = pick(cli, tmp_path, "--policy", "measured", "--metric", "pp")  # then what was published for both
+    assert "published on RX 7900 XTX: vulkan pp512 3594 vs rocm 1847" in p["reason"]
 
 
 def test_a_result_steady_the_second_time_is_the_one_kept(cli, tmp_path, model):
@@ -421,10 +421,13 @@ def test_a_bad_depth_is_a_usage_error(cli, tmp_path, args, says):
 
 
 def test_without_results_at_the_depth_the_published_comparison_is_of_that_depth_too(cli, tmp_path):
-    """The catalog's RX 7900 XTX comparisons of Vulkan and ROCm are at an empty context: at depth 4096 none
-    was published, and the fallback says so rather than passing off the empty context's."""
+    """The catalog's RX 7900 XTX comparisons of Vulkan and ROCm: at depth 4096 the one run at that depth
+    (Orion-zhen/llama-bench-dashboard, gpt-oss 20B: Vulkan 195, ROCm 155) comes first; at 16384 none was
+    published, and the fallback says so rather than passing off another depth's."""
     d0 = pick(cli, tmp_path, "--policy", "measured")
     assert "published on RX 7900 XTX" in d0["reason"]
-    deep = pick(cli, tmp_path, "--policy", "measured", "--depth", "4096")
+    at = pick(cli, tmp_path, "--policy", "measured", "--depth", "4096")
+    assert "published on RX 7900 XTX: vulkan tg128 @ d4096 195 vs rocm 155, vulkan tg128 209 vs rocm 168" in at["reason"]
+    deep = pick(cli, tmp_path, "--policy", "measured", "--depth", "16384")
     assert "published on" not in deep["reason"]
-    assert "no published tg comparison of vulkan and rocm at depth 4096" in deep["reason"]
+    assert "no published tg comparison of vulkan and rocm at depth 16384" in deep["reason"]

@@ -64,7 +64,7 @@ GPU = {  # the GPU as a source names it -> as the GPU table does, where the word
 READ = ("read-amd-rdna3-4.json", "read-amd-rdna2-cdna-intel.json", "read-nvidia.json", "read-apple.json",
         "read-earlier.json", "read-round2-nvidia.json", "read-round2-amd-intel.json", "read-round2-apple.json", "read-round3-nvidia.json",
         "read-round3-amd-intel.json", "read-round4-amd-vulkan.json", "read-round4-nvidia-pairs.json", "read-round4-hbm.json",
-        "read-round5-depth.json", "read-round6-depth.json", "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
+        "read-round5-depth.json", "read-round6-depth.json", "read-round6-vulkan.json", "read-added.json")  # read-added.json: what tools/add_bench.py --write adds
 
 
 # this repository's own llama-bench runs (tests/data/device/*/README.md says how each was captured): kept
